@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["support.plugin", "pytester"]
+pytest_plugins = ["support.plugin", "support.devices_plugin", "pytester"]
 
 # CI is deterministic; local runs explore. Select with HYPOTHESIS_PROFILE=ci|dev.
 settings.register_profile(

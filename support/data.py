@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import http.client
 import io
 import os
 import tempfile
@@ -192,8 +193,9 @@ def download(url: str = UCI_ZIP_URL, dest: Path | None = None, timeout: float = 
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             blob = resp.read()
-    except OSError as exc:
-        raise DataError(f"download of {url} failed ({exc}). {HOW_TO_GET}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        # HTTPException covers IncompleteRead: a connection dropped mid-body
+        raise DataError(f"download of {url} failed ({exc!r}); nothing was cached. {HOW_TO_GET}") from exc
     try:
         with zipfile.ZipFile(io.BytesIO(blob)) as zf:
             try:

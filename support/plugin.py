@@ -124,8 +124,12 @@ class ClaimsState:
 
     def __init__(self, config):
         self.config = config
-        self.registry = reg.load_registry()
-        self.expectations = reg.load_expectations(registry=self.registry)
+        root = Path(config.rootpath)
+        reg_dir = config.getini("claims_registry")
+        exp_file = config.getini("claims_expectations")
+        self.registry = reg.load_registry(root / reg_dir if reg_dir else reg.REGISTRY_DIR)
+        self.expectations = reg.load_expectations(root / exp_file if exp_file else reg.EXPECTATIONS,
+                                                  registry=self.registry)
         self.records: list[dict] = []
         self.collected: dict[str, list[str]] = {}
         self.started = time.time()
@@ -152,6 +156,9 @@ def pytest_addoption(parser):
     group.addoption("--fresh", action="store_true",
                     help="recompute shared expensive results instead of reading the cache")
     parser.addini("claims_tiers", "tiers run by default", default="fast,slow,gpu")
+    parser.addini("claims_registry", "folder of the claim registry (default: claims/registry)", default="")
+    parser.addini("claims_expectations", "the expectations file (default: claims/expectations.toml)",
+                  default="")
 
 
 def pytest_configure(config):

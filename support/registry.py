@@ -8,6 +8,7 @@ by framework version where that matters.
 """
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -220,3 +221,27 @@ def find_expectation(expectations: list[Expectation], cid: str, variant_id: str)
             if best is None or (e.variant and not best.variant):
                 best = e
     return best
+
+
+def static_claim_markers(root: Path = ROOT) -> dict[str, list[str]]:
+    """ID -> ['claims/...py::function'] for every ``@pytest.mark.claim(...)`` under claims/,
+    found by reading the source (so it sees tests whatever a run collected)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((root / "claims").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        owners = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                for dec in node.decorator_list:
+                    for sub in ast.walk(dec):
+                        owners[id(sub)] = node.name
+        for node in ast.walk(tree):
+            f = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and isinstance(f, ast.Attribute) and f.attr == "claim" \
+                    and isinstance(f.value, ast.Attribute) and f.value.attr == "mark":
+                where = f"{path.relative_to(root)}::{owners.get(id(node), '<module>')}"
+                for arg in node.args:
+                    key = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
+                        else "<non-literal claim id>"
+                    found.setdefault(key, []).append(where)
+    return found

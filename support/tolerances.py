@@ -99,16 +99,17 @@ _NUM = re.compile(r"^\s*([-+]?)(\d*)(?:\.(\d*))?(?:[eE]([-+]?\d+))?\s*$")
 
 def printed_halfwidth(stated: "str | float") -> float:
     """Half a unit in the last printed digit of ``stated``."""
-    text = stated if isinstance(stated, str) else repr(float(stated))
-    text = text.replace(",", "").replace("_", "")
-    m = _NUM.match(text)
+    if isinstance(stated, str):
+        text = stated
+    elif isinstance(stated, int):
+        text = str(stated)  # an integer figure is exact to the unit
+    else:
+        text = repr(float(stated))
+    m = _NUM.match(text.replace(",", "").replace("_", ""))
     if not m:
         raise ValueError(f"cannot read a number from {stated!r}")
     decimals = len(m.group(3) or "")
     exp = int(m.group(4) or 0)
-    if not m.group(3) and (m.group(2) or "").rstrip("0") != (m.group(2) or ""):
-        # "1560" or "478": integers are read as exact to the unit.
-        decimals = 0
     return 0.5 * 10.0 ** (exp - decimals)
 
 

@@ -1,32 +1,180 @@
-"""Sheet, "Formulas" and "Worked example": gradient accumulation over k micro-batches.
+"""Sheet, "Formulas", "Worked example" and "In code": gradient accumulation over k micro-batches.
 
-w = 2, x = (1, 3, 2, 4), loss = mean((w x_i)^2), gradient 2 w mean(x_i^2).
+w = 2, x = (1, 3, 2, 4), loss = mean((w x_i)^2), whose gradient is 2 w mean(x_i^2): 30 for the
+full batch, 20 + 40 = 60 for two micro-batches without dividing, 10 + 20 = 30 with the
+division by k = 2; then a manual SGD step under no_grad and a detached term.
 """
+from __future__ import annotations
+
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, strategies as st
 
-X = [1.0, 3.0, 2.0, 4.0]
+X = (1.0, 3.0, 2.0, 4.0)
 
 
-def accumulated_grad(x, k, divide: bool, w0=2.0):
-    w = torch.tensor(w0, requires_grad=True)
-    for chunk in torch.tensor(x).split(len(x) // k):
+def micro_batch_grads(x, w0: float, k: int, divide: bool) -> list[float]:
+    """.grad after each of k equal micro-batches (backward on each micro-batch mean loss)."""
+    w = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    seen = []
+    for chunk in torch.tensor(x, dtype=torch.float64).chunk(k):
         loss = ((w * chunk) ** 2).mean()
         (loss / k if divide else loss).backward()
+        seen.append(w.grad.item())
+    return seen
+
+
+def full_batch_grad(x, w0: float) -> float:
+    w = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    ((w * torch.tensor(x, dtype=torch.float64)) ** 2).mean().backward()
     return w.grad.item()
 
 
+batches = st.integers(1, 6).flatmap(lambda k: st.tuples(
+    st.just(k),
+    st.lists(st.floats(-10, 10, allow_nan=False), min_size=k, max_size=k * 4)
+    .filter(lambda xs: len(xs) % k == 0),
+    st.floats(-5, 5, allow_nan=False)))
+
+
+@pytest.mark.claim("ACC-01")
+@given(batches)
+def test_accumulation_equals_one_large_batch_only_with_division_by_k(claim, case):
+    k, x, w0 = case
+    full = full_batch_grad(x, w0)
+    divided = micro_batch_grads(x, w0, k, divide=True)[-1]
+    undivided = micro_batch_grads(x, w0, k, divide=False)[-1]
+    scale = max(abs(full), 1e-12)
+    claim.record("max relative error with /k", abs(divided - full) / scale, reduce="max")
+    claim.record("max |undivided/full - k|", abs(undivided - k * full) / scale, reduce="max")
+    assert divided == pytest.approx(full, rel=1e-12, abs=1e-12)
+    assert undivided == pytest.approx(k * full, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.claim("ACC-01")
+def test_division_by_k_is_not_exact_for_unequal_micro_batches(claim):
+    # the sheet's rule assumes equal sizes; with 3 + 1 rows the weights must be n_i / N
+    w = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    x = torch.tensor(X, dtype=torch.float64)
+    for chunk in (x[:3], x[3:]):
+        (((w * chunk) ** 2).mean() / 2).backward()
+    claim.record("grad with /k, sizes 3+1", w.grad.item())
+    claim.record("full-batch grad", full_batch_grad(X, 2.0), stated=30, tol="exact")
+    claim.note("with unequal micro-batches, /k gives "
+               f"{w.grad.item():g} instead of 30: the division must weight by n_i/N")
+    assert w.grad.item() != 30.0
+
+
 @pytest.mark.claim("ACC-02")
+@given(st.floats(-5, 5, allow_nan=False),
+       st.lists(st.floats(-10, 10, allow_nan=False), min_size=1, max_size=16))
+def test_gradient_of_mean_squared_scaled_input_is_2w_mean_x_squared(claim, w0, x):
+    g = full_batch_grad(x, w0)
+    formula = 2 * w0 * float(np.mean(np.square(x)))
+    claim.record("max relative error", abs(g - formula) / max(abs(formula), 1e-12), reduce="max")
+    assert g == pytest.approx(formula, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.claim("ACC-03")
 def test_full_batch_gradient_is_30(claim):
     w = torch.tensor(2.0, requires_grad=True)
-    ((w * torch.tensor(X)) ** 2).mean().backward()
+    x = torch.tensor(X)
+    ((w * x) ** 2).mean().backward()
+    claim.record("mean(x^2)", (x ** 2).mean().item(), stated=7.5, tol="exact")
     claim.record("grad", w.grad.item(), stated=30, tol="exact")
     assert w.grad.item() == 30.0
 
 
-@pytest.mark.claim("ACC-03")
-def test_two_micro_batches_without_dividing_give_60(claim):
-    g = accumulated_grad(X, 2, divide=False)
-    claim.record("grad", g, stated=60, tol="exact")
-    assert g == 60.0
+@pytest.mark.claim("ACC-04")
+def test_two_micro_batches_without_dividing_give_20_plus_40(claim):
+    after = micro_batch_grads(X, 2.0, 2, divide=False)
+    claim.record("first micro-batch", after[0], stated=20, tol="exact")
+    claim.record("second micro-batch", after[1] - after[0], stated=40, tol="exact")
+    claim.record("grad", after[1], stated=60, tol="exact")
+    assert after[1] == 60.0 == 2 * full_batch_grad(X, 2.0)
+
+
+@pytest.mark.claim("ACC-05")
+def test_dividing_each_micro_batch_by_k_gives_10_plus_20(claim):
+    after = micro_batch_grads(X, 2.0, 2, divide=True)
+    claim.record("first micro-batch", after[0], stated=10, tol="exact")
+    claim.record("second micro-batch", after[1] - after[0], stated=20, tol="exact")
+    claim.record("grad", after[1], stated=30, tol="exact")
+    assert after[1] == 30.0
+
+
+def run_sheet_snippet():
+    """The sheet's "In code" block, line for line, returning what it prints and holds."""
+    w = torch.tensor(2.0, requires_grad=True)
+    x = torch.tensor([1.0, 3.0, 2.0, 4.0])
+    for chunk in x.split(2):
+        (((w * chunk) ** 2).mean() / 2).backward()
+    first = repr(w.grad)
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+    after_step = (w.item(), w.is_leaf, w.grad_fn, w.requires_grad)
+    w.grad.zero_()
+    y = w.detach() ** 2 + 3 * w
+    y.backward()
+    return first, after_step, repr(w.grad)
+
+
+@pytest.mark.claim("ACC-06")
+def test_the_snippet_prints_tensor_30(claim):
+    first, _, _ = run_sheet_snippet()
+    claim.record("printed", first, stated="tensor(30.)", tol="exact")
+    assert first == "tensor(30.)"
+
+
+@pytest.mark.claim("ACC-07")
+def test_manual_sgd_step_under_no_grad_is_not_recorded(claim):
+    _, (value, is_leaf, grad_fn, requires_grad), _ = run_sheet_snippet()
+    claim.record("w after the step", value, stated="1.7", tol="printed")
+    claim.record("still a leaf", is_leaf, stated=True)
+    assert value == pytest.approx(np.float32(2 - 0.01 * 30)) and is_leaf and grad_fn is None
+    # negative control: the same update outside no_grad is refused on a leaf
+    w = torch.tensor(2.0, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        w -= 0.3
+
+
+@pytest.mark.claim("ACC-08")
+def test_detached_term_is_a_constant_so_the_gradient_is_3(claim):
+    _, _, last = run_sheet_snippet()
+    claim.record("printed", last, stated="tensor(3.)", tol="exact")
+    # negative control: without detach the square contributes 2w as well
+    w = torch.tensor(1.7, requires_grad=True)
+    (w ** 2 + 3 * w).backward()
+    claim.record("without detach", w.grad.item())
+    assert last == "tensor(3.)" and w.grad.item() != 3.0
+
+
+@pytest.mark.claim("ACC-09")
+@given(st.integers(1, 8), st.integers(1, 4), st.floats(0.1, 5))
+def test_summing_micro_batch_means_multiplies_the_gradient_by_k(claim, k, per, w0):
+    rng = np.random.default_rng(k * 31 + per)
+    x = rng.normal(size=k * per).tolist()
+    ratio = micro_batch_grads(x, w0, k, divide=False)[-1] / full_batch_grad(x, w0)
+    claim.record("max |ratio - k|", abs(ratio - k), reduce="max")
+    assert ratio == pytest.approx(k, rel=1e-12)
+
+
+@pytest.mark.claim("ACC-10")
+def test_one_step_on_accumulated_micro_batches_equals_one_full_batch_step(claim):
+    torch.manual_seed(0)
+    X_, y_ = torch.randn(64, 8), torch.randn(64, 1)
+    model = torch.nn.Linear(8, 1)
+    twin = torch.nn.Linear(8, 1)
+    twin.load_state_dict(model.state_dict())
+    opt, opt2 = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, twin))
+    k = 4
+    for xb, yb in zip(X_.chunk(k), y_.chunk(k)):
+        (torch.nn.functional.mse_loss(model(xb), yb) / k).backward()
+    opt.step()
+    torch.nn.functional.mse_loss(twin(X_), y_).backward()
+    opt2.step()
+    diff = max((a - b).abs().max().item() for a, b in zip(model.parameters(), twin.parameters()))
+    claim.record("max parameter difference", diff, stated=0,
+                 tol="float32:elementwise", unit="")
+    assert diff < 1e-6

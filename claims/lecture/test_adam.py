@@ -1,0 +1,629 @@
+"""Lecture notes, "Adam, and what its parameters do" (L:428-465): the equations, what each
+hyper-parameter does on the narrow bowl (Figs. 70 and 71), AdamW, and the defaults that differ
+between PyTorch and optax.
+
+Every number comes from the one reference implementation (``support.optim_reference``) and the
+bowl runs of protocol §9 (``support.bowl``); the libraries are compared with the reference, and
+their defaults are read from the installed versions. ADAM-13 (Adam and the unscaled concrete
+inputs) is a training story: see STORY-11/12 and the training-stories tests. ADAM-25/26 are a
+citation and a definition (not testable).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from support import bowl
+from support.optim_reference import SGD, Adam, AdamW, run
+from support.tolerances import Tol
+
+STEPS_AGREE = 50          # protocol §9: 50 steps at lr 0.1 for the library comparisons
+LR_AGREE = 0.1
+
+
+# ------------------------------------------------------------------ the libraries on the bowl
+def torch_path(make_opt, steps: int = STEPS_AGREE, h=bowl.HESSIAN, start=bowl.START,
+               grad_fn=None) -> np.ndarray:
+    """Iterates of a torch.optim optimizer on a float64 tensor, the gradient set by hand
+    (so that the only arithmetic compared is the optimizer's)."""
+    p = torch.tensor(start, dtype=torch.float64, requires_grad=True)
+    opt = make_opt([p])
+    ht = torch.tensor(h, dtype=torch.float64)
+    out = [p.detach().numpy().copy()]
+    for t in range(steps):
+        p.grad = (ht @ p.detach()) if grad_fn is None else torch.as_tensor(
+            grad_fn(p.detach().numpy(), t), dtype=torch.float64)
+        opt.step()
+        out.append(p.detach().numpy().copy())
+    return np.array(out)
+
+
+def optax_path(make_tx, steps: int = STEPS_AGREE, h=bowl.HESSIAN, start=bowl.START) -> np.ndarray:
+    """Iterates of an optax transformation on float64 arrays, run eagerly op by op (jit lets
+    XLA reorder the arithmetic, which moves the agreement by an ulp or two). x64 is switched
+    on for this block only: other tests assert JAX's float32 default."""
+    import jax.numpy as jnp
+    import optax
+    from support.jaxutil import x64
+    with x64():
+        p = jnp.asarray(start, dtype=jnp.float64)
+        hj = jnp.asarray(h, dtype=jnp.float64)
+        tx = make_tx(optax)
+        state = tx.init(p)
+        out = [np.asarray(p)]
+        for _ in range(steps):
+            updates, state = tx.update(hj @ p, state, p)
+            p = optax.apply_updates(p, updates)
+            assert p.dtype == jnp.float64
+            out.append(np.asarray(p))
+    return np.array(out)
+
+
+def max_abs_diff(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+
+
+# ------------------------------------------------------------------ ADAM-01 the equations
+@pytest.mark.claim("ADAM-01")
+@pytest.mark.parametrize("library,stated", [("torch", "4.4e-16"), ("optax", "2.2e-16")],
+                         ids=["torch", "optax"])
+def test_the_printed_update_matches_torch_and_optax_adam_to_an_ulp(claim, library, stated):
+    ref = bowl.descend(Adam(LR_AGREE), STEPS_AGREE).thetas
+    if library == "torch":
+        lib = torch_path(lambda ps: torch.optim.Adam(ps, lr=LR_AGREE))
+    else:
+        lib = optax_path(lambda optax: optax.adam(LR_AGREE))
+    diff = max_abs_diff(ref, lib)
+    claim.record("max_abs_diff_50_steps", diff, stated=stated, tol="float64:agreement")
+    claim.record("reproduces_printed_figure", f"{diff:.1e}" == stated, stated=True)
+    # The comparison resolves the equations: a tenfold epsilon, or no bias correction, puts
+    # the reference far outside the bound, so agreeing is not a matter of a loose tolerance.
+    off_eps = max_abs_diff(bowl.descend(Adam(LR_AGREE, eps=1e-7), STEPS_AGREE).thetas, lib)
+    off_bc = max_abs_diff(bowl.descend(Adam(LR_AGREE, bias_correction=False),
+                                       STEPS_AGREE).thetas, lib)
+    claim.record("control_eps_1e-7_diff", off_eps)
+    claim.record("control_no_bias_correction_diff", off_bc)
+    assert diff <= 1e-15
+    assert off_eps > 1e-12 and off_bc > 1e-3
+
+
+# ------------------------------------------------------------------ ADAM-02 step ~ lr
+magnitude = st.floats(-5.0, 6.0).map(lambda e: 10.0 ** e)   # |g| from 1e3*eps to 1e6
+signed = st.tuples(magnitude, st.sampled_from([-1.0, 1.0])).map(lambda t: t[0] * t[1])
+
+
+@pytest.mark.claim("ADAM-02")
+@given(g=st.lists(signed, min_size=2, max_size=4), lr=st.sampled_from([1e-3, 1e-2, 0.1, 1.0]))
+def test_each_first_step_is_lr_long_per_coordinate_whatever_the_gradient(claim, g, lr):
+    g = np.array(g)
+    opt = Adam(lr)
+    theta, _ = opt.step(np.zeros_like(g), g, opt.init(g))
+    per_coord = np.abs(theta) / lr
+    # exactly lr*|g|/(|g| + eps): within eps/|g| <= 1e-3 of lr for every gradient above 1e3*eps
+    dev = float(np.max(np.abs(per_coord - 1.0)))
+    claim.record("max_rel_deviation_from_lr", dev, reduce="max")
+    assert np.all(per_coord <= 1.0 + 1e-12)
+    assert np.all(np.abs(per_coord - 1.0) <= 1e-8 / np.abs(g) + 1e-12)
+    # SGD's first step, by contrast, is as unequal as the gradients
+    sgd, _ = SGD(lr).step(np.zeros_like(g), g, SGD(lr).init(g))
+    assert np.allclose(np.abs(sgd) / lr, np.abs(g), rtol=1e-12)
+
+
+# ------------------------------------------------------------------ ADAM-03/04 the averages
+def steps_to_forget(beta: float, which: str) -> int:
+    """Steps until the reference Adam's running average of a gradient that switched on at
+    t = 0 reaches 1 - 1/e of it: the average's time constant, read off its state."""
+    opt = Adam(1.0, beta1=beta if which == "m" else 0.9, beta2=beta if which == "v" else 0.999)
+    theta, state = np.zeros(1), opt.init(np.zeros(1))
+    for t in range(1, 100_000):
+        theta, state = opt.step(theta, np.ones(1), state)
+        if getattr(state, which)[0] >= 1.0 - math.exp(-1.0):
+            return t
+    raise AssertionError("never reached")
+
+
+def torch_default_betas():
+    return inspect.signature(torch.optim.Adam.__init__).parameters["betas"].default
+
+
+@pytest.mark.claim("ADAM-03")
+def test_beta1_averages_over_ten_steps_at_the_default(claim):
+    b1 = torch_default_betas()[0]
+    n = steps_to_forget(b1, "m")
+    claim.record("default_beta1", b1)
+    claim.record("steps_to_1_minus_1_over_e", n, stated=10, tol="exact")
+    claim.record("one_over_one_minus_beta1", 1.0 / (1.0 - b1), stated=10, tol="printed")
+    claim.record("weight_of_last_10_steps", 1.0 - b1 ** 10)
+    assert n == 10
+
+
+@pytest.mark.claim("ADAM-04")
+def test_beta2_averages_over_a_thousand_steps_at_the_default(claim):
+    b2 = torch_default_betas()[1]
+    n = steps_to_forget(b2, "v")
+    claim.record("default_beta2", b2)
+    claim.record("steps_to_1_minus_1_over_e", n, stated=1000, tol="exact")
+    claim.record("one_over_one_minus_beta2", 1.0 / (1.0 - b2), stated=1000, tol="printed")
+    assert n == 1000
+
+
+@pytest.mark.claim("ADAM-03", "ADAM-04")
+@given(beta=st.floats(0.5, 0.998))
+def test_an_average_with_beta_spans_about_one_over_one_minus_beta_steps(claim, beta):
+    # "roughly 1/(1-beta) steps": the e-folding count is ceil(-1/ln beta), within a step of it
+    n = steps_to_forget(beta, "m")
+    gap = abs(n - 1.0 / (1.0 - beta))
+    claim.record("max_gap_in_steps", gap, reduce="max")
+    assert gap <= 1.0
+
+
+# ------------------------------------------------------------------ ADAM-05/06 epsilon
+@pytest.mark.claim("ADAM-05")
+def test_the_default_epsilon_is_negligible(claim):
+    eps = inspect.signature(torch.optim.Adam.__init__).parameters["eps"].default
+    with_eps = bowl.descend(Adam(bowl.ADAM_LR, eps=eps), 100).thetas
+    without = bowl.descend(Adam(bowl.ADAM_LR, eps=0.0), 100).thetas
+    diff = max_abs_diff(with_eps, without)
+    claim.record("default_eps", eps, stated=1e-8, tol="exact")
+    claim.record("bowl_path_diff_eps_vs_0_100_steps", diff)
+    # the first step for any gradient of 1e-3 or more moves by at most eps/|g| = 1e-5
+    first = bowl.fig71_eps(eps_values=(eps, 0.0), grads=np.logspace(-3, 2, 11))
+    rel = float(np.max(np.abs(first[eps] / first[0.0] - 1.0)))
+    claim.record("first_step_rel_change_g_ge_1e-3", rel)
+    # control: a large epsilon is not negligible on the same bowl
+    big = max_abs_diff(bowl.descend(Adam(bowl.ADAM_LR, eps=1.0), 100).thetas, without)
+    claim.record("control_eps_1_path_diff", big)
+    assert diff < 1e-6 and rel < 1e-5
+    assert big > 0.1
+
+
+@pytest.mark.claim("ADAM-06")
+def test_a_large_epsilon_makes_the_first_step_proportional_to_the_gradient(claim):
+    panel = bowl.fig71_eps()
+    g, lr = panel["grad"], 1e-3
+    for eps in bowl.EPS_PANEL:
+        claim.record(f"first_step_eps_{eps:g}", panel[eps].tolist())
+    claim.record("grad", g.tolist())
+    claim.record("sgd_line", panel["sgd"].tolist())
+    for eps in bowl.EPS_PANEL:
+        below, above = g <= 1e-3 * eps, g >= 1e3 * eps
+        # below eps: lr*g/eps, a straight line of slope 1 like SGD's (lr/eps times SGD's step)
+        assert np.allclose(panel[eps][below], lr * g[below] / eps, rtol=1.01e-3)
+        # above eps: flat at lr, whatever the gradient
+        assert np.allclose(panel[eps][above], lr, rtol=1.01e-3)
+    slope = np.polyfit(np.log10(g[g <= 1e-4]), np.log10(panel[0.1][g <= 1e-4]), 1)[0]
+    claim.record("loglog_slope_eps_0.1_below_eps", slope)
+    flat = float(np.ptp(panel[1e-8][g >= 1e-5]) / lr)
+    claim.record("spread_over_lr_eps_1e-8_above_1e-5", flat)
+    assert abs(slope - 1.0) < 1e-3 and flat < 1e-3
+
+
+@pytest.mark.claim("ADAM-06")
+@given(g=signed.map(lambda x: x * 1e-9), eps=st.sampled_from([1e-4, 1e-2, 0.1, 1.0]))
+def test_below_epsilon_adam_steps_like_sgd_with_lr_over_epsilon(claim, g, eps):
+    lr = 1e-3
+    opt = Adam(lr, eps=eps)
+    step = -opt.step(np.zeros(1), np.array([g]), opt.init(np.zeros(1)))[0][0]
+    rel = abs(step / (lr * g / eps) - 1.0)
+    claim.record("max_rel_err_vs_lr_g_over_eps", rel, reduce="max")
+    assert rel <= abs(g) / eps + 1e-9
+
+
+# ------------------------------------------------------------------ ADAM-07 bias correction
+@pytest.mark.claim("ADAM-07")
+def test_without_bias_correction_the_first_step_is_3_2_times_lr(claim):
+    b1, b2 = torch_default_betas()
+    first = bowl.descend(Adam(bowl.ADAM_LR, bias_correction=False), 1).steps[0]
+    ratio = np.abs(first) / bowl.ADAM_LR
+    claim.record("first_step_over_lr", ratio.tolist())
+    claim.record("ratio", float(ratio.max()), stated="3.2")
+    claim.record("sqrt_v1_over_g", math.sqrt(1.0 - b2))
+    corrected = np.abs(bowl.descend(Adam(bowl.ADAM_LR), 1).steps[0]) / bowl.ADAM_LR
+    claim.record("with_correction", corrected.tolist())
+    assert np.allclose(ratio, (1.0 - b1) / math.sqrt(1.0 - b2), rtol=1e-6)
+    assert np.allclose(corrected, 1.0, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ ADAM-08 invariance
+positive_scale = st.floats(-3.0, 3.0).map(lambda e: 10.0 ** e)
+coordinate = st.floats(0.5, 5.0)
+
+
+@pytest.mark.claim("ADAM-08")
+@given(c=st.tuples(positive_scale, positive_scale), start=st.tuples(coordinate, coordinate),
+       signs=st.tuples(st.sampled_from([-1, 1]), st.sampled_from([-1, 1])))
+def test_adam_is_invariant_to_a_diagonal_rescaling_of_the_gradients(claim, c, start, signs):
+    start = np.array(start) * np.array(signs)
+    c = np.array(c)
+    h = bowl.HESSIAN
+    opt = Adam(bowl.ADAM_LR, eps=0.0)     # eps is the one term that is not scale-free
+    plain = run(opt, lambda th, t: h @ th, start, 50).thetas
+    scaled = run(opt, lambda th, t: c * (h @ th), start, 50).thetas
+    rel = max_abs_diff(plain, scaled) / np.max(np.abs(plain))
+    claim.record("max_rel_diff_scaled_vs_plain", rel, reduce="max")
+    assert rel <= 1e-12
+    # ...while SGD's path changes with the scale (the control), unless c is almost (1, 1)
+    if np.max(np.abs(np.log10(c))) > 0.1:
+        sgd = SGD(0.01)
+        assert max_abs_diff(run(sgd, lambda th, t: h @ th, start, 5).thetas,
+                            run(sgd, lambda th, t: c * (h @ th), start, 5).thetas) > 1e-6
+
+
+@pytest.mark.claim("ADAM-08")
+def test_the_narrow_bowl_and_the_round_bowl_give_adam_the_same_path(claim):
+    # dividing the steep coordinate's gradient by 40 turns the narrow bowl into a round one
+    opt = Adam(bowl.ADAM_LR, eps=0.0)
+    narrow = bowl.descend(opt, 100).thetas
+    round_ = run(opt, lambda th, t: th, np.array(bowl.START), 100).thetas
+    diff = max_abs_diff(narrow, round_)
+    claim.record("max_abs_diff_narrow_vs_round", diff)
+    with_eps = max_abs_diff(bowl.descend(Adam(bowl.ADAM_LR), 100).thetas,
+                            run(Adam(bowl.ADAM_LR), lambda th, t: th, np.array(bowl.START),
+                                100).thetas)
+    claim.record("same_with_default_eps", with_eps)
+    assert diff <= 1e-12
+
+
+# ------------------------------------------------------------------ ADAM-09 Fig. 70 left
+@pytest.mark.claim("ADAM-09")
+def test_sgd_zigzags_momentum_swings_and_adam_moves_diagonally(claim):
+    paths = bowl.fig70_paths(60)
+    for name, p in paths.items():
+        claim.record(f"path_{name}", p.tolist())
+    crossings = {n: int(np.sum(np.diff(np.sign(p[:, 1])) != 0)) for n, p in paths.items()}
+    overshoots = {n: int(np.sum(np.diff(np.sign(p[:, 0])) != 0)) for n, p in paths.items()}
+    claim.record("steep_axis_crossings", crossings)
+    claim.record("shallow_axis_crossings", overshoots)
+    adam_steps = np.abs(np.diff(paths["adam"], axis=0))
+    early = adam_steps[:5, 0] / adam_steps[:5, 1]
+    claim.record("adam_early_step_ratio", early.tolist())
+    # zig-zag: SGD crosses the valley floor on every one of its 60 steps
+    assert crossings["sgd"] == 60
+    # wide arcs: momentum overshoots the minimum along the shallow axis, and swings across
+    # the valley far less often than SGD
+    assert overshoots["momentum"] >= 1 and crossings["momentum"] < crossings["sgd"] / 2
+    # diagonal at steady speed: Adam's first steps are equal in both coordinates, never
+    # crosses the shallow axis more than once, and its steps stay at or below about lr
+    assert np.all(np.abs(early - 1.0) < 0.05)
+    assert overshoots["adam"] <= 1
+    assert adam_steps.max() <= 1.05 * bowl.ADAM_LR
+
+
+@pytest.mark.claim("ADAM-09")
+@pytest.mark.parametrize("library", ["torch", "optax"])
+@pytest.mark.parametrize("momentum,lr", [(0.0, bowl.SGD_LR), (bowl.MOMENTUM, bowl.MOMENTUM_LR)],
+                         ids=["plain", "momentum"])
+def test_the_reference_sgd_is_torch_and_optax_sgd(claim, library, momentum, lr):
+    # the figure's SGD paths use PyTorch's momentum convention; both libraries follow it
+    ref = bowl.descend(SGD(lr, momentum=momentum), STEPS_AGREE).thetas
+    if library == "torch":
+        lib = torch_path(lambda ps: torch.optim.SGD(ps, lr=lr, momentum=momentum))
+    else:
+        lib = optax_path(lambda optax: optax.sgd(lr, momentum=momentum or None))
+    diff = max_abs_diff(ref, lib)
+    claim.record("max_abs_diff_50_steps", diff, stated="1e-15", tol="float64:agreement")
+    assert diff <= 1e-15
+    if momentum:
+        # control: the other common convention (buffer = (1-mu) g + mu buffer) is far off
+        damp = torch_path(lambda ps: torch.optim.SGD(ps, lr=lr, momentum=momentum,
+                                                     dampening=momentum))
+        assert max_abs_diff(ref, damp) > 1e-3
+
+
+# ------------------------------------------------------------------ ADAM-10 beta1
+@pytest.mark.claim("ADAM-10")
+def test_beta1_0_99_overshoots_to_5_3_against_0_0011_at_the_default(claim):
+    runs = bowl.fig70_beta1((0.0, 0.9, 0.99), 100)
+    for b1, r in runs.items():
+        claim.record(f"loss_curve_beta1_{b1:g}", r["loss"].tolist())
+    default, heavy = runs[0.9]["loss"][100], runs[0.99]["loss"][100]
+    claim.record("loss_100_beta1_0.9", default, stated="0.0011")
+    claim.record("loss_100_beta1_0.99", heavy, stated="5.3")
+    claim.record("loss_100_beta1_0", runs[0.0]["loss"][100])
+    path = runs[0.99]["path"]
+    # "swings far below the valley and overshoots the minimum": theta1 passes 0
+    assert np.any(path[:, 0] > 0)
+    assert heavy > 1000 * default
+
+
+# ------------------------------------------------------------------ ADAM-11 lr
+@pytest.mark.claim("ADAM-11")
+def test_after_300_steps_lr_0_01_is_1_6_away_while_lr_0_1_is_at_7e_7(claim):
+    dist = bowl.fig70_lr((0.01, 0.1, 0.5), 300)
+    for lr, d in dist.items():
+        claim.record(f"distance_lr_{lr:g}", d.tolist())
+    claim.record("distance_300_lr_0.01", dist[0.01][300], stated="1.6")
+    claim.record("distance_300_lr_0.1", dist[0.1][300], stated="7e-7")
+    claim.record("distance_300_lr_0.5", dist[0.5][300])
+    assert dist[0.01][300] > 1.0 and dist[0.1][300] < 1e-5
+
+
+# ------------------------------------------------------------------ ADAM-12/15 first steps
+@pytest.mark.claim("ADAM-12")
+def test_sgd_first_step_is_2_7_and_0_18_while_adams_is_lr_in_both(claim):
+    sizes = bowl.fig71_step_sizes(1)
+    sgd, adam = sizes["sgd"][0], sizes["adam"][0]
+    claim.record("sgd_first_step_steep", sgd[1], stated="2.7")
+    claim.record("sgd_first_step_shallow", sgd[0], stated="0.18")
+    claim.record("adam_first_step_shallow", adam[0], stated="0.1")
+    claim.record("adam_first_step_steep", adam[1], stated="0.1")
+    assert sgd[1] > 10 * sgd[0]
+    assert np.allclose(adam, bowl.ADAM_LR, rtol=1e-6)
+
+
+@pytest.mark.claim("ADAM-15")
+def test_adams_steps_start_equal_while_sgds_differ_fifteenfold(claim):
+    sizes = bowl.fig71_step_sizes(60)
+    for name, s in sizes.items():
+        claim.record(f"step_sizes_{name}_shallow", s[:, 0].tolist())
+        claim.record(f"step_sizes_{name}_steep", s[:, 1].tolist())
+    sgd_ratio = sizes["sgd"][0, 1] / sizes["sgd"][0, 0]
+    adam_ratio = sizes["adam"][0, 1] / sizes["adam"][0, 0]
+    claim.record("sgd_ratio", sgd_ratio, stated="15")
+    claim.record("adam_ratio", adam_ratio, stated="1.0")
+    # the SGD ratio is the ratio of the gradients at the start, 40*1.5 / 4
+    grad = bowl.HESSIAN @ np.array(bowl.START)
+    assert math.isclose(sgd_ratio, abs(grad[1] / grad[0]), rel_tol=1e-12)
+    assert math.isclose(adam_ratio, 1.0, rel_tol=1e-6)
+
+
+# ------------------------------------------------------------------ ADAM-14 rotation
+@pytest.mark.claim("ADAM-14")
+def test_rotating_the_bowl_45_degrees_raises_adams_loss_to_1_1(claim):
+    straight = float(bowl.fig70_beta1((0.9,), 100)[0.9]["loss"][100])
+    rotated = bowl.rotated_loss(45.0)
+    claim.record("loss_100_axis_aligned", straight, stated="0.0011")
+    claim.record("loss_100_rotated_45", rotated, stated="1.1")
+    claim.record("loss_100_rotated_minus_45", bowl.rotated_loss(-45.0))
+    assert rotated > 100 * straight
+
+
+@pytest.mark.claim("ADAM-14")
+@given(deg=st.floats(15.0, 75.0), start=st.tuples(coordinate, coordinate))
+def test_adam_is_not_invariant_to_rotations(claim, deg, start):
+    # SGD's path rotates with the problem; Adam's does not (the invariance is per coordinate)
+    r, h = bowl.rotation(deg), bowl.hessian(deg)
+    start = np.array(start)
+    for opt, same in ((SGD(0.02), True), (Adam(bowl.ADAM_LR), False)):
+        base = run(opt, lambda th, t: bowl.HESSIAN @ th, start, 30).thetas
+        turned = run(opt, lambda th, t: h @ th, r @ start, 30).thetas
+        diff = max_abs_diff(turned, base @ r.T)
+        if same:
+            assert diff < 1e-12
+        else:
+            claim.record("min_adam_rotation_diff", diff, reduce="min")
+            assert diff > 1e-3
+
+
+# ------------------------------------------------------------------ ADAM-16 beta2
+@pytest.mark.claim("ADAM-16")
+def test_after_a_100_fold_gradient_drop_beta2_0_999_collapses_60_fold_and_0_9_recovers(claim):
+    series = bowl.fig71_beta2((0.9, 0.99, 0.999), 600)
+    for b2, s in series.items():
+        claim.record(f"step_over_lr_beta2_{b2:g}", s.tolist())
+    at = 250                                  # the figure's summary index (protocol §9)
+    slow, fast = series[0.999], series[0.9]
+    claim.record("beta2_0.999_collapse_at_250", 1.0 / slow[at], stated="60")
+    claim.record("beta2_0.9_dip_at_250", 1.0 / fast[at], stated="5")
+    claim.record("beta2_0.9_min_after_drop", float(fast[200:].min()))
+    first_back = int(np.argmax(fast[bowl.DROP_AT:] > 0.85))
+    claim.record("beta2_0.9_steps_to_recover_0.85", first_back, stated="100", tol="order")
+    claim.record("beta2_0.999_max_from_250_to_599", float(slow[at:].max()))
+    claim.record("beta2_0.999_at_400", float(slow[400]))
+    # "for hundreds of steps": from 50 steps after the drop to the end (400 steps), 0.999's
+    # step stays between 1/100 and 1/40 of lr; 0.9 is back above 0.85 lr within 100 steps
+    assert np.all((slow[at:] > 1 / 100) & (slow[at:] < 1 / 40))
+    assert 0.15 <= fast[200:].min() <= 0.25
+    assert 0 < first_back <= 100
+
+
+# ------------------------------------------------------------------ ADAM-17/18/19 AdamW
+def penalty_effect(opt, opt_l2, grads, lam, steps=10):
+    """How far an L2 penalty (or decay) moves each weight, relative to no penalty: the
+    weights (1, 1) under a constant data gradient ``grads`` (one loss per coordinate)."""
+    theta0 = np.ones(len(grads))
+    none = run(opt, lambda th, t: np.array(grads), theta0, steps).thetas[-1]
+    pen = run(opt_l2, lambda th, t: np.array(grads) + lam * th, theta0, steps).thetas[-1]
+    return pen - none
+
+
+@pytest.mark.claim("ADAM-17")
+@given(lam=st.floats(1e-4, 1.0), lr=st.floats(1e-3, 0.1), start=st.tuples(coordinate, coordinate))
+def test_an_l2_penalty_is_weight_decay_for_sgd(claim, lam, lr, start):
+    h, start = bowl.HESSIAN, np.array(start)
+    in_loss = run(SGD(lr), lambda th, t: h @ th + lam * th, start, 20).thetas
+    decay = [start]
+    for _ in range(20):                              # shrink the weights, then the SGD step
+        decay.append(decay[-1] * (1.0 - lr * lam) - lr * (h @ decay[-1]))
+    lib = torch_path(lambda ps: torch.optim.SGD(ps, lr=lr, weight_decay=lam), steps=20,
+                     start=tuple(start))
+    rel = max(max_abs_diff(in_loss, decay), max_abs_diff(in_loss, lib)) / np.max(np.abs(start))
+    claim.record("max_rel_diff_l2_vs_decay", rel, reduce="max")
+    assert rel <= 1e-12
+    # the same decay shrinks weights by the same amount whatever their data gradient
+    eff = penalty_effect(SGD(lr), SGD(lr), [1e-3, 1e3], lam)
+    assert math.isclose(eff[0], eff[1], rel_tol=1e-9)
+
+
+@pytest.mark.claim("ADAM-18")
+@given(lam=st.floats(1e-3, 0.1), lr=st.floats(1e-3, 0.05))
+def test_for_adam_an_l2_penalty_is_not_weight_decay(claim, lam, lr):
+    # two weights of the same value, one with a small and one with a large data gradient
+    grads = [1e-2, 1e2]
+    l2 = penalty_effect(Adam(lr), Adam(lr), grads, lam)
+    decoupled = penalty_effect(Adam(lr), AdamW(lr, weight_decay=lam), grads, 0.0)
+    ratio = abs(l2[0] / l2[1])
+    claim.record("min_l2_effect_ratio_small_over_large_grad", ratio, reduce="min")
+    claim.record("max_adamw_effect_ratio_dev", abs(decoupled[0] / decoupled[1] - 1.0),
+                 reduce="max")
+    # under Adam the penalty's gradient is divided by sqrt(vhat): the weight with the large
+    # gradient barely feels it. AdamW shrinks both alike.
+    assert ratio > 10
+    assert math.isclose(decoupled[0], decoupled[1], rel_tol=1e-3)
+    # torch's Adam(weight_decay=) is the L2 form, not the decoupled one
+    tl2 = torch_path(lambda ps: torch.optim.Adam(ps, lr=lr, weight_decay=lam), steps=5)
+    ref = bowl.descend(Adam(lr, weight_decay=lam), 5).thetas
+    refw = bowl.descend(AdamW(lr, weight_decay=lam), 5).thetas
+    assert max_abs_diff(tl2, ref) <= 1e-14 and max_abs_diff(tl2, refw) > 1e-9
+
+
+def ulps_bound(n: int = 4) -> float:
+    return n * float(np.spacing(max(abs(x) for x in bowl.START)))
+
+
+@pytest.mark.claim("ADAM-19")
+@pytest.mark.parametrize("library", ["torch", "optax"])
+@pytest.mark.parametrize("wd", [0.01, 1e-4], ids=["wd0.01", "wd1e-4"])
+def test_reference_adamw_matches_torch_and_optax_adamw(claim, library, wd):
+    ref = bowl.descend(AdamW(LR_AGREE, weight_decay=wd), STEPS_AGREE).thetas
+    if library == "torch":
+        lib = torch_path(lambda ps: torch.optim.AdamW(ps, lr=LR_AGREE, weight_decay=wd))
+    else:
+        lib = optax_path(lambda optax: optax.adamw(LR_AGREE, weight_decay=wd))
+    diff = max_abs_diff(ref, lib)
+    bound = ulps_bound()
+    claim.record("max_abs_diff_50_steps", diff, stated=bound, tol=Tol(
+        atol=0.0, at_most=True, why="the notes print no AdamW figure; torch writes the "
+        "decay as theta*(1-lr*wd) - lr*d, optax as theta - lr*(d + wd*theta): the two "
+        "libraries are up to 2.4e-15 apart, so the bound is 4 ulps of |theta| <= 4"))
+    assert diff <= bound
+    coupled = bowl.descend(Adam(LR_AGREE, weight_decay=wd), STEPS_AGREE).thetas
+    assert max_abs_diff(coupled, lib) > 1e3 * bound
+
+
+@pytest.mark.claim("ADAM-19")
+@given(lam=st.floats(1e-4, 0.5), lr=st.floats(1e-3, 0.1),
+       scale=st.tuples(positive_scale, positive_scale))
+def test_adamw_decay_is_applied_outside_the_adaptive_scaling(claim, lam, lr, scale):
+    # The gradients depend on the step only, so Adam's adaptive part is the same in both runs;
+    # step by step, torch's AdamW move minus torch's Adam move is then -lr*lam*theta_prev,
+    # whatever the gradients' scale: the decay never passes through sqrt(vhat).
+    c = np.array(scale)
+    g = lambda th, t: c * (bowl.HESSIAN @ np.array(bowl.START)) * (0.9 ** t)
+    w = torch_path(lambda ps: torch.optim.AdamW(ps, lr=lr, weight_decay=lam), 6, grad_fn=g)
+    adam_moves = np.diff(torch_path(lambda ps: torch.optim.Adam(ps, lr=lr), 6, grad_fn=g),
+                         axis=0)
+    decay = np.diff(w, axis=0) - adam_moves
+    expected = -lr * lam * w[:-1]
+    rel = float(np.max(np.abs(decay - expected)) / np.max(np.abs(expected)))
+    claim.record("max_rel_err_decay_vs_lr_lam_theta", rel, reduce="max")
+    assert rel <= 1e-6
+
+
+# ------------------------------------------------------------------ ADAM-20..23 the defaults
+def default(fn, name):
+    """A keyword's default as the installed library declares it (inspect.Parameter.empty
+    when the argument is required)."""
+    return inspect.signature(fn).parameters[name].default
+
+
+@pytest.mark.claim("ADAM-20")
+def test_torch_adam_and_optax_adam_share_beta1_beta2_and_eps(claim):
+    import optax
+    torch_d = torch.optim.Adam([torch.zeros(1, requires_grad=True)]).defaults
+    torch_vals = (torch_d["betas"][0], torch_d["betas"][1], torch_d["eps"])
+    optax_vals = tuple(default(optax.adam, k) for k in ("b1", "b2", "eps"))
+    for name, tv, ov, stated in zip(("beta1", "beta2", "eps"), torch_vals, optax_vals,
+                                    (0.9, 0.999, 1e-8)):
+        claim.record(f"torch_{name}", tv, stated=stated, tol="exact")
+        claim.record(f"optax_{name}", ov, stated=stated, tol="exact")
+    assert torch_vals == optax_vals == (0.9, 0.999, 1e-8)
+
+
+@pytest.mark.claim("ADAM-21")
+def test_torch_defaults_adams_lr_to_1e_3_and_optax_requires_one(claim):
+    import optax
+    lr = torch.optim.Adam([torch.zeros(1, requires_grad=True)]).defaults["lr"]
+    claim.record("torch_default_lr", lr, stated=1e-3, tol="exact")
+    required = default(optax.adam, "learning_rate") is inspect.Parameter.empty
+    claim.record("optax_learning_rate_required", required, stated=True)
+    with pytest.raises(TypeError, match="learning_rate"):
+        optax.adam()
+    assert lr == 1e-3 and required
+
+
+@pytest.mark.claim("ADAM-22")
+def test_torch_adamw_decays_0_01_by_default_and_optax_adamw_1e_4(claim):
+    import optax
+    torch_wd = torch.optim.AdamW([torch.zeros(1, requires_grad=True)]).defaults["weight_decay"]
+    optax_wd = default(optax.adamw, "weight_decay")
+    claim.record("torch_adamw_weight_decay", torch_wd, stated=0.01, tol="exact")
+    claim.record("optax_adamw_weight_decay", optax_wd, stated=1e-4, tol="exact")
+    claim.record("ratio", torch_wd / optax_wd, stated=100, tol=Tol(
+        rtol=1e-12, why="0.01/1e-4 in floating point is 100 to rounding"))
+    assert torch_wd == 0.01 and optax_wd == 1e-4
+
+
+@pytest.mark.claim("ADAM-23")
+def test_porting_adamw_with_default_arguments_changes_the_decay_100x_silently(claim):
+    """The same call, AdamW at lr 1e-3 with every other argument left at its default, in both
+    libraries; the data gradient is zero, so all that moves the weights is the decay."""
+    import jax.numpy as jnp
+    import optax
+    from support.jaxutil import x64
+    steps, w0 = 100, np.ones(4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.AdamW([p], lr=1e-3)
+        for _ in range(steps):
+            p.grad = torch.zeros_like(p)
+            opt.step()
+        torch_w = p.detach().numpy().copy()
+        with x64():
+            q = jnp.asarray(w0, dtype=jnp.float64)
+            tx = optax.adamw(1e-3)
+            state = tx.init(q)
+            for _ in range(steps):
+                updates, state = tx.update(jnp.zeros_like(q), state, q)
+                q = optax.apply_updates(q, updates)
+            optax_w = np.asarray(q)
+    shrink_ratio = float((1 - torch_w[0]) / (1 - optax_w[0]))
+    claim.record("torch_shrink_100_steps", float(1 - torch_w[0]))
+    claim.record("optax_shrink_100_steps", float(1 - optax_w[0]))
+    claim.record("shrink_ratio", shrink_ratio, stated=100, tol="about")
+    claim.record("warnings_emitted", [str(w.message) for w in caught])
+    claim.record("n_warnings", len(caught), stated=0, tol="exact")
+    assert 90 < shrink_ratio < 110
+    assert not caught
+
+
+# ------------------------------------------------------------------ ADAM-24 state
+@pytest.mark.claim("ADAM-24")
+@pytest.mark.parametrize("library", ["torch", "optax"])
+def test_adam_keeps_two_parameter_sized_tensors_per_parameter(claim, library):
+    shapes = {"W": (3, 2), "b": (2,)}
+    if library == "torch":
+        params = {k: torch.zeros(s, requires_grad=True) for k, s in shapes.items()}
+        opt = torch.optim.Adam(params.values())
+        for p in params.values():
+            p.grad = torch.ones_like(p)
+        opt.step()
+        state = {k: dict(opt.state[p]) for k, p in params.items()}
+        per_param = {k: sorted(n for n, v in st_.items() if tuple(v.shape) == shapes[k])
+                     for k, st_ in state.items()}
+        extra = {k: sorted(n for n, v in st_.items() if tuple(v.shape) != shapes[k])
+                 for k, st_ in state.items()}
+    else:
+        import jax
+        import jax.numpy as jnp
+        import optax
+        params = {k: jnp.zeros(s) for k, s in shapes.items()}
+        state = optax.adam(1e-3).init(params)
+        adam_state = next(s for s in jax.tree_util.tree_leaves(
+            state, is_leaf=lambda x: hasattr(x, "mu")) if hasattr(s, "mu"))
+        per_param = {k: [f for f in ("mu", "nu")
+                         if getattr(adam_state, f)[k].shape == shapes[k]] for k in shapes}
+        extra = {"shared": ["count"]}
+    claim.record("parameter_sized_state", per_param)
+    claim.record("other_state", extra)
+    counts = {k: len(v) for k, v in per_param.items()}
+    claim.record("tensors_per_parameter", max(counts.values()), stated=2, tol="exact")
+    # nuance (catalogue): torch also keeps a 0-d `step` per parameter, optax one shared count
+    assert all(n == 2 for n in counts.values())

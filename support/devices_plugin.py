@@ -1,0 +1,148 @@
+"""pytest plugin for device claims: ``--require-device``, ``--only-device``, and the device
+fingerprint in pytest-benchmark's ``machine_info``.
+
+* A test marked ``needs_device("cuda", ...)`` (see :func:`support.devices.needs` and
+  :func:`support.devices.params`) is skipped, with the reason, when a device is absent.
+* ``--require-device cuda`` (repeatable, or comma-separated) turns those "absent" skips into
+  errors, and fails the run at the end if no test needing CUDA actually executed: a GPU run
+  that silently skipped everything cannot pass.
+* ``--only-device cpu`` (or ``cuda``...) keeps only the device variants of that device (a JAX
+  variant counts with the hardware it runs on: ``jax:cpu`` with ``cpu``, ``jax:gpu`` with
+  ``cuda``); tests that need no device are kept. :mod:`support.gpu_run` uses it to write one
+  benchmark file per device.
+* With pytest-benchmark installed, ``machine_info`` gains ``devices`` (the fingerprint of
+  every device present, :func:`support.devices.fingerprint`), ``frameworks`` (versions) and
+  ``only_device``; each benchmark test also puts its claim ID and device in ``extra_info``.
+"""
+from __future__ import annotations
+
+import pytest
+
+from . import devices
+
+_executed_key = pytest.StashKey[dict]()
+_failed_require_key = pytest.StashKey[list]()
+PROP = "needs_device"
+
+
+def _split(values) -> set[str]:
+    out: set[str] = set()
+    for v in values or []:
+        out |= {x.strip() for x in v.split(",") if x.strip()}
+    return out
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("devices", "device claims")
+    group.addoption("--require-device", action="append", default=[], metavar="DEV",
+                    help="a device that must be present and used (e.g. cuda): absence is an "
+                         "error, and the run fails unless a test on it executed")
+    group.addoption("--only-device", action="append", default=[], metavar="DEV",
+                    help="run only the variants of these devices (cpu, cuda, mps; JAX "
+                         "variants count with their hardware); tests needing no device run")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_device(*devices): the test runs on these devices "
+                                       "(skipped with the reason when absent)")
+    devices.REQUIRED.clear()
+    devices.REQUIRED.update(_split(config.getoption("--require-device")))
+    devices.ONLY.clear()
+    devices.ONLY.update(_split(config.getoption("--only-device")))
+    bad = (devices.REQUIRED | devices.ONLY) - set(devices.KNOWN)
+    if bad:
+        raise pytest.UsageError(f"unknown device(s) {sorted(bad)}; known: "
+                                f"{', '.join(devices.KNOWN)}")
+    config.stash[_executed_key] = {}
+    if config.pluginmanager.hasplugin("benchmark"):
+        config.pluginmanager.register(_BenchmarkHooks(), "support-devices-benchmark")
+
+
+def item_devices(item) -> list[str]:
+    out: list[str] = []
+    for mark in item.iter_markers(devices.MARK):
+        for d in mark.args:
+            if d not in out:
+                out.append(d)
+    return out
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    if not devices.ONLY:
+        return
+    keep, drop = [], []
+    for item in items:
+        devs = item_devices(item)
+        (keep if not devs or devices.selected(devs) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_runtest_setup(item):
+    devs = item_devices(item)
+    if not devs:
+        return
+    item.user_properties.append((PROP, ",".join(devs)))
+    ok, reason = devices.check(devs)
+    if ok:
+        return
+    missing = [d for d in devs if not devices.available(d)]
+    required = [d for d in missing if d in devices.REQUIRED]
+    if required:
+        pytest.fail(f"--require-device {','.join(required)}: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_runtest_logreport(report):
+    if report.when != "call":
+        return
+    if report.skipped and not hasattr(report, "wasxfail"):
+        return  # skipped inside the test: it did not run on the device
+    for key, value in getattr(report, "user_properties", []):
+        if key == PROP:
+            _EXECUTED.extend(value.split(","))
+
+
+# the controller sees worker reports through logreport (xdist forwards user_properties)
+_EXECUTED: list[str] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if hasattr(config, "workerinput") or not devices.REQUIRED:
+        return
+    ran = {d: _EXECUTED.count(d) for d in devices.REQUIRED}
+    missing = [d for d, n in ran.items() if n == 0]
+    config.stash[_failed_require_key] = missing
+    if missing:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput") or not devices.REQUIRED:
+        return
+    missing = config.stash.get(_failed_require_key, [])
+    ran = {d: _EXECUTED.count(d) for d in sorted(devices.REQUIRED)}
+    if missing:
+        terminalreporter.write_sep("!", "REQUIRED DEVICE NOT USED", red=True, bold=True)
+        for d in missing:
+            why = devices.absent_reason(d) if not devices.available(d) else \
+                "present, but no test needing it was selected or none executed"
+            terminalreporter.write_line(f"--require-device {d}: no test ran on {d}. {why}",
+                                        red=True, bold=True)
+        terminalreporter.write_line("The run FAILS: a device run that skipped its device "
+                                    "proves nothing.", red=True, bold=True)
+    else:
+        terminalreporter.write_sep("-", "required devices used: " + ", ".join(
+            f"{d} ({n} test variants)" for d, n in ran.items()))
+
+
+class _BenchmarkHooks:
+    """Registered only when pytest-benchmark is installed (its hook specs exist then)."""
+
+    def pytest_benchmark_update_machine_info(self, config, machine_info):
+        machine_info["devices"] = {d: devices.fingerprint(d) for d in devices.present()}
+        machine_info["frameworks"] = devices.versions()
+        machine_info["only_device"] = sorted(devices.ONLY) or "all"

@@ -1,0 +1,97 @@
+"""Lints of the claim registry, the markers and the expectations file (fast, ordinary tests).
+
+The markers are found statically (AST), so the lints see every claim test whatever subset
+of the suite this run collected.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from support import registry as reg
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOGUE = ROOT.parent / "shared" / "reference" / "claims-catalogue.md"
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return reg.load_registry()
+
+
+@pytest.fixture(scope="module")
+def markers():
+    return reg.static_claim_markers()
+
+
+def test_registry_has_one_entry_per_catalogue_id(registry):
+    if CATALOGUE.exists():
+        ids = set(re.findall(r"^\| ([A-Z]+-\d\d) \|", CATALOGUE.read_text(), re.M))
+        assert len(ids) == 313
+        missing = ids - set(registry)
+        assert not missing, f"catalogue IDs missing from the registry: {sorted(missing)}"
+        extra = {i for i in set(registry) - ids if "suite-added" not in registry[i].source}
+        assert not extra, f"registry IDs not in the catalogue (mark them suite-added): {sorted(extra)}"
+    else:
+        assert len(registry) >= 313
+
+
+def test_ids_are_well_formed_and_filed_by_prefix(registry):
+    for cid, c in registry.items():
+        assert reg.ID_RE.match(cid)
+        assert c.kind in reg.KINDS and c.tier in reg.TIERS and c.document in reg.DOCUMENTS
+
+
+def test_every_marker_names_a_registry_id(registry, markers):
+    unknown = {cid: where for cid, where in markers.items() if cid not in registry}
+    assert not unknown, f"markers naming IDs absent from the registry: {unknown}"
+
+
+def test_every_testable_claim_has_a_test_or_is_pending(registry, markers):
+    gaps = [cid for cid, c in registry.items()
+            if c.status == "testable" and cid not in markers]
+    assert not gaps, f"testable claims with no test and no status 'pending': {gaps}"
+
+
+def test_no_claim_is_both_tested_and_pending(registry, markers):
+    stale = [cid for cid, c in registry.items() if c.status == "pending" and cid in markers]
+    assert not stale, f"claims marked pending that have tests (remove the status): {stale}"
+
+
+def test_not_testable_claims_have_no_tests_and_a_reason(registry, markers):
+    for cid, c in registry.items():
+        if c.status == "not-testable":
+            assert c.reason and cid not in markers, cid
+
+
+def test_expectations_name_registry_claims_and_give_reasons(registry):
+    exps = reg.load_expectations(registry=registry)
+    for e in exps:
+        assert e.id in registry and e.reason
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("kind", '"z"', "unknown kind"),
+    ("tier", '"nightly"', "unknown tier"),
+    ("id", '"tape-7"', "malformed id"),
+    ("applies", '{ devices = ["tpu"] }', "unknown device"),
+    ("applies", '{ versions = { torch = "~~2" } }', "bad version specifier"),
+    ("colour", '"red"', "unknown field"),
+])
+def test_a_bad_registry_entry_is_refused(tmp_path, field, value, message):
+    entry = {"id": '"AB-01"', "document": '"lecture"', "section": '"S"', "source": '"L:1"',
+             "paraphrase": '"p"', "stated": '""', "kind": '"a"', "tier": '"fast"'}
+    entry[field] = value
+    (tmp_path / "AB.toml").write_text("[[claim]]\n" + "\n".join(f"{k} = {v}" for k, v in entry.items()))
+    with pytest.raises(reg.RegistryError, match=message):
+        reg.load_registry(tmp_path)
+
+
+def test_a_duplicate_id_is_refused(tmp_path):
+    one = ('[[claim]]\nid = "AB-01"\ndocument = "lecture"\nsection = "S"\nsource = "L:1"\n'
+           'paraphrase = "p"\nstated = ""\nkind = "a"\ntier = "fast"\n')
+    (tmp_path / "AB.toml").write_text(one + "\n" + one)
+    with pytest.raises(reg.RegistryError, match="duplicate id"):
+        reg.load_registry(tmp_path)
