@@ -1,0 +1,58 @@
+"""Lecture, "Limitations and trade-offs": "The framework does not check your intent. ...
+none of the five stories above raised an error. One printed a warning, which the notebook
+displayed once and then hid."
+
+The five stories are the gradient check with a careless dtype and the four trained models
+(unshaped target, leaky split, missing zero_grad, Adam on raw inputs). Each runs here with
+every warning recorded; exactly one of them (the unshaped target) may warn.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from support import stories, toy
+from support.train_torch import train
+
+
+def _leaky_split_story(concrete) -> list[str]:
+    """One (seed 0, fold 0) cell of the random-KFold comparison: the tree and the MLP."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.model_selection import KFold
+
+    tr, va = next(KFold(5, shuffle=True, random_state=0).split(concrete.X))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        X = concrete.X.astype(np.float32)
+        HistGradientBoostingRegressor(random_state=0).fit(X[tr], concrete.y[tr].astype(np.float32))
+    net = train(concrete, seed=0, epochs=400, train_idx=tr, val_idx=va)
+    return [str(w.message) for w in caught] + net.warnings
+
+
+def _gradient_check_story() -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = toy.draw()
+        err = toy.max_abs_diff(toy.torch_gradient(t, careless=True), toy.hand_gradient(t.params, t.x, t.y))
+    assert err > 1e-9  # the careless branch really is the buggy one
+    return [str(w.message) for w in caught]
+
+
+@pytest.mark.claim("STORY-15")
+def test_none_of_the_five_stories_raises_and_only_one_warns(concrete, claim):
+    counts = {}
+    try:
+        counts["gradient check, careless dtype"] = len(_gradient_check_story())
+        counts["unshaped target"] = stories.run(concrete, "shape_bug").n_warnings
+        counts["leaky split"] = len(_leaky_split_story(concrete))
+        counts["missing zero_grad"] = stories.run(concrete, "no_zero_grad").n_warnings
+        counts["Adam on raw inputs"] = stories.run(concrete, "adam_raw").n_warnings
+    except Exception as exc:  # noqa: BLE001 - a raise anywhere contradicts the sentence
+        raise AssertionError(f"a story raised {type(exc).__name__}: {exc}") from exc
+    for name, n in counts.items():
+        claim.record(f"warnings: {name}", n)
+    warned = [name for name, n in counts.items() if n]
+    claim.record("stories that warned", len(warned), stated=1, tol="exact")
+    assert warned == ["unshaped target"]
