@@ -410,7 +410,7 @@ def _report_dir(config) -> Path:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
-    if hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput") or config.option.collectonly:
         return
     state = _state(config)
     state.records = list(_PENDING)
