@@ -102,8 +102,11 @@ def build(state, elapsed: float = 0.0) -> dict:
     for e in claims:
         summary[e["verdict"]] = summary.get(e["verdict"], 0) + 1
     known = sum(1 for e in claims if e["expected"] and e["verdict"] == e["expected"]["verdict"])
+    from .registry import version_mismatch
+    # an entry keyed to other versions cannot match here: it is not stale, just elsewhere
     stale = [e.label() for e in state.expectations
-             if e.id in ran_ids and e.label() not in used_expectations]
+             if e.id in ran_ids and e.label() not in used_expectations
+             and version_mismatch(e.versions) is None]
     return {
         "schema": SCHEMA,
         "environment": environment.fingerprint(),
@@ -198,7 +201,16 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     show = sub.add_parser("show", help="print the summary of a saved claims.json")
     show.add_argument("path", type=Path)
+    mx = sub.add_parser("matrix", help="put many runs side by side (support/matrix.py)")
+    mx.add_argument("inputs", nargs="*", type=Path,
+                    help="claims.json files, run folders or benchmark JSON (default: "
+                         "claims/history/* and reports/*/claims.json)")
+    mx.add_argument("-o", "--out", type=Path, default=Path("reports/matrix"))
+    mx.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
     args = ap.parse_args(argv)
+    if args.cmd == "matrix":
+        from . import matrix
+        return matrix.main(args)
     if args.cmd == "show":
         data = json.loads(args.path.read_text())
         print(" | ".join(f"{k} {n}" for k, n in data["summary"].items() if n))

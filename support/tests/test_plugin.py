@@ -178,6 +178,10 @@ def test_expectations_are_keyed_by_version_and_stale_entries_are_reported(suite)
         def test_a(claim):
             claim.record("x", 1)
             assert False
+
+        @pytest.mark.claim("XX-02")
+        def test_b(claim):
+            claim.record("x", 1)
     """
     expectations = """
         [[expect]]
@@ -185,10 +189,18 @@ def test_expectations_are_keyed_by_version_and_stale_entries_are_reported(suite)
         verdict = "fails"
         reason = "only in an ancient torch"
         versions = { torch = "<1.0" }
+
+        [[expect]]
+        id = "XX-02"
+        verdict = "drift"
+        reason = "only on a GPU"
+        variant = "cuda"
     """
     result, data, _ = suite(src, expectations)
-    result.assert_outcomes(failed=1)
-    assert data["stale_expectations"] == ["XX-01 when {'torch': '<1.0'}"]
+    # the version-keyed entry does not apply here, so the failure is unexpected ...
+    result.assert_outcomes(failed=1, passed=1)
+    # ... and it is not stale (it belongs to other versions); the variant entry is
+    assert data["stale_expectations"] == ["XX-02 [cuda]"]
 
 
 def test_variants_must_all_hold(suite):

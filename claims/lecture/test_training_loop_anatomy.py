@@ -1,0 +1,374 @@
+"""Lecture notes, "The anatomy of a training loop" (L:387-426): mini-batches and epochs, the
+Dataset/DataLoader pair, nn.Module and the loss functions, and the PyTorch and JAX loops as the
+notes print them, run on a tiny problem.
+
+LOOP-13 (PyTorch 5.70 vs JAX 5.66 over five seeds) is a concrete-data training claim and lives
+with the training stories; LOOP-02 and LOOP-06 are not testable (pedagogy); LOOP-01 (the sheet's
+order of calls) is in ``claims/sheet/test_training_loop.py``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from support.data import lecture_split
+from support.train_torch import BATCH, mlp, torch_threads
+
+
+def tiny_regression(n: int = 832, d: int = 8, seed: int = 0):
+    """A small noisy linear-plus-curvature regression problem (float32)."""
+    g = np.random.default_rng(seed)
+    X = g.normal(size=(n, d)).astype(np.float32)
+    w = g.normal(size=d).astype(np.float32)
+    y = (X @ w + 0.5 * X[:, 0] ** 2 + 0.1 * g.normal(size=n)).astype(np.float32)
+    return X, y
+
+
+# ------------------------------------------------------------------ LOOP-03 mini-batches
+@pytest.mark.claim("LOOP-03")
+@given(seed=st.integers(0, 2**32 - 1), n_batches=st.integers(2, 13))
+def test_minibatch_gradients_are_noisy_estimates_of_the_full_gradient(claim, seed, n_batches):
+    g = torch.Generator().manual_seed(seed)
+    n = n_batches * BATCH
+    X = torch.randn(n, 8, generator=g, dtype=torch.float64)
+    y = X @ torch.randn(8, generator=g, dtype=torch.float64) + torch.randn(n, generator=g,
+                                                                             dtype=torch.float64)
+    w = torch.zeros(8, dtype=torch.float64, requires_grad=True)
+
+    def grad(idx):
+        w.grad = None
+        ((X[idx] @ w - y[idx]) ** 2).mean().backward()
+        return w.grad.clone()
+
+    full = grad(torch.arange(n))
+    batches = [grad(idx) for idx in torch.randperm(n, generator=g).split(BATCH)]
+    mean = torch.stack(batches).mean(0)
+    # unbiased: over a partition into equal batches the batch gradients average to the full one
+    agree = (mean - full).abs().max().item() / full.abs().max().item()
+    # noisy: each single batch misses it
+    spread = min((b - full).norm().item() / full.norm().item() for b in batches)
+    claim.record("max_rel_err_mean_of_batches", agree, reduce="max")
+    claim.record("min_rel_err_single_batch", spread, reduce="min")
+    assert agree <= 1e-12
+    assert spread > 1e-3
+
+
+# ------------------------------------------------------------------ LOOP-04 1,560 steps
+@pytest.mark.claim("LOOP-04")
+def test_120_epochs_on_824_rows_in_batches_of_64_take_1560_steps(claim):
+    train_rows = sorted({len(lecture_split(f)[0]) for f in range(5)})
+    claim.record("training_rows_per_fold", train_rows, stated=[824])
+    n = train_rows[0]
+    loader = DataLoader(TensorDataset(torch.arange(n)), batch_size=BATCH, shuffle=True)
+    claim.record("batches_per_epoch", len(loader), stated=13, tol="exact")
+    # count what a loop actually does, not the arithmetic: 120 passes over the loader
+    steps = sum(1 for _ in range(120) for _ in loader)
+    last = [len(b[0]) for b in loader][-1]
+    claim.record("steps_120_epochs", steps, stated="1,560", tol="exact")
+    claim.record("last_batch_rows", last)
+    assert train_rows == [824] and steps == 120 * 13 == 1560 and last == 824 - 12 * 64
+
+
+# ------------------------------------------------------------------ LOOP-05 Dataset/DataLoader
+class Squares(Dataset):
+    """A Dataset is two answers: how many examples, and example i."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.tensor(float(i)), torch.tensor(float(i * i))
+
+
+@pytest.mark.claim("LOOP-05")
+def test_a_dataloader_turns_len_and_getitem_into_shuffled_batches(claim):
+    ds = Squares(50)
+    loader = DataLoader(ds, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+    epochs = [[int(i) for xb, _ in loader for i in xb] for _ in range(2)]
+    batch_sizes = [len(xb) for xb, _ in loader]
+    xb, yb = next(iter(loader))
+    claim.record("batch_sizes", batch_sizes)
+    claim.record("epoch_orders_differ", epochs[0] != epochs[1], stated=True)
+    claim.record("each_epoch_covers_all", all(sorted(e) == list(range(50)) for e in epochs),
+                 stated=True)
+    assert epochs[0] != epochs[1] and epochs[0] != list(range(50))
+    assert all(sorted(e) == list(range(50)) for e in epochs)
+    assert torch.equal(yb, xb ** 2) and batch_sizes == [8] * 6 + [2]
+    # control: without shuffle=True the batches come in index order every epoch
+    plain = [int(i) for xb, _ in DataLoader(ds, batch_size=8) for i in xb]
+    assert plain == list(range(50))
+
+
+# ------------------------------------------------------------------ LOOP-07 nn.Module
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.gain = nn.Parameter(torch.tensor(2.0))
+        self.offset = torch.tensor(1.0)       # a plain tensor attribute: not a parameter
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.gain * self.lin(x) + self.offset
+
+
+@pytest.mark.claim("LOOP-07")
+def test_a_module_holds_its_parameters_and_calling_it_runs_forward(claim):
+    torch.manual_seed(0)
+    m = Scaled()
+    names = sorted(n for n, _ in m.named_parameters())
+    claim.record("parameters", names, stated=["gain", "lin.bias", "lin.weight"])
+    x = torch.randn(4, 3)
+    out = m(x)
+    claim.record("forward_calls", m.calls, stated=1, tol="exact")
+    assert names == ["gain", "lin.bias", "lin.weight"]            # "offset" is not one
+    assert m.calls == 1
+    assert torch.allclose(out, 2.0 * (x @ m.lin.weight.T + m.lin.bias) + 1.0)
+
+
+# ------------------------------------------------------------------ LOOP-08 loss functions
+errors = st.lists(st.floats(-100, 100).filter(lambda e: abs(e) > 1e-3), min_size=2, max_size=8)
+
+
+@pytest.mark.claim("LOOP-08")
+@given(err=errors)
+def test_mse_punishes_errors_quadratically_and_l1_linearly(claim, err):
+    y = torch.zeros(len(err), dtype=torch.float64)
+    e = torch.tensor(err, dtype=torch.float64)
+
+    def grad(loss_fn, pred):
+        p = pred.clone().requires_grad_(True)
+        loss_fn(p, y).backward()
+        return p.grad
+
+    n = len(err)
+    mse_g, l1_g = grad(nn.MSELoss(), e), grad(nn.L1Loss(), e)
+    # MSE's pull on a prediction grows with its error (2 e / n); L1's is the same size for
+    # every error (sign(e) / n), so doubling the errors doubles one and leaves the other
+    assert torch.allclose(mse_g, 2 * e / n, rtol=1e-12, atol=0)
+    assert torch.allclose(l1_g, torch.sign(e) / n, rtol=1e-12, atol=0)
+    ratio_mse = (grad(nn.MSELoss(), 2 * e) / mse_g).max().item()
+    ratio_l1 = (grad(nn.L1Loss(), 2 * e) / l1_g).max().item()
+    claim.record("mse_grad_ratio_when_errors_double", ratio_mse, reduce="max")
+    claim.record("l1_grad_ratio_when_errors_double", ratio_l1, reduce="max")
+    assert math.isclose(ratio_mse, 2.0, rel_tol=1e-12) and ratio_l1 == 1.0
+
+
+@pytest.mark.claim("LOOP-08")
+def test_cross_entropy_takes_class_indices(claim):
+    logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])
+    target = torch.tensor([0, 2])
+    ce = nn.CrossEntropyLoss()(logits, target).item()
+    by_hand = -(logits.log_softmax(-1)[torch.arange(2), target]).mean().item()
+    claim.record("ce", ce)
+    assert math.isclose(ce, by_hand, rel_tol=1e-6)
+
+
+# ------------------------------------------------------------------ LOOP-09 logits
+def blobs(centers, n, g):
+    y = torch.randint(0, len(centers), (n,), generator=g)
+    return centers[y] + torch.randn(n, 2, generator=g), y
+
+
+def fit_classifier(X, y, k, probabilities: bool, steps=100):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 32), nn.ReLU(), nn.Linear(32, k))
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    loss_fn = nn.CrossEntropyLoss()
+    with torch_threads(1):          # a tiny model: threads only add contention
+        for _ in range(steps):
+            out = model(X)
+            loss = loss_fn(out.softmax(-1) if probabilities else out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return model, loss.item()
+
+
+@pytest.mark.claim("LOOP-09")
+def test_cross_entropy_wants_logits_and_silently_mistrains_on_probabilities(claim):
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(16, 5, generator=g)
+    target = torch.randint(0, 5, (16,), generator=g)
+    ce = nn.functional.cross_entropy(logits, target)
+    nll = nn.functional.nll_loss(logits.log_softmax(-1), target)
+    claim.record("ce_minus_nll_of_log_softmax", abs(ce - nll).item(), stated=0.0,
+                 tol="float32:network")
+    assert torch.allclose(ce, nll, rtol=1e-6, atol=1e-7)
+
+    # ten Gaussian classes in the plane; train on one draw, judge on another
+    k = 10
+    centers = torch.randn(k, 2, generator=g) * 3.0
+    X, y = blobs(centers, 500, g)
+    Xv, yv = blobs(centers, 500, g)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nn.functional.cross_entropy(logits.softmax(-1), target)
+        good, good_loss = fit_classifier(X, y, k, probabilities=False)
+        bad, bad_loss = fit_classifier(X, y, k, probabilities=True)
+    models = (("logits", good), ("probabilities", bad))
+    with torch.no_grad():
+        # the model's probabilities are softmax(outputs) either way; judge them on new points
+        val_nll = {n: nn.functional.cross_entropy(m(Xv), yv).item() for n, m in models}
+        val_acc = {n: (m(Xv).argmax(-1) == yv).float().mean().item() for n, m in models}
+    claim.record("validation_nll", val_nll)
+    claim.record("validation_accuracy", val_acc)
+    claim.record("final_training_loss_as_reported", {"logits": good_loss,
+                                                     "probabilities": bad_loss})
+    # softmax(softmax(z)) can never put more than e/(e + k - 1) on the right class, so the
+    # loss the run reports is stuck above log(1 + (k-1)/e) however well the model fits
+    floor = math.log(1 + (k - 1) / math.e)
+    claim.record("probability_loss_floor", floor)
+    claim.record("warnings", [str(w.message) for w in caught])
+    claim.record("n_warnings", len(caught), stated=0, tol="exact")
+    assert not caught
+    assert bad_loss > floor > good_loss
+    assert val_nll["probabilities"] > 2 * val_nll["logits"]
+
+
+# ------------------------------------------------------------------ LOOP-10 the torch loop
+@pytest.mark.claim("LOOP-10")
+def test_the_notes_pytorch_loop_runs_as_written_and_trains(claim):
+    torch.manual_seed(0)
+    X, y = tiny_regression()
+    X, y = torch.from_numpy(X), torch.from_numpy(y)[:, None]
+    device = torch.device("cpu")
+    model = mlp().to(device)
+    loader = DataLoader(TensorDataset(X, y), batch_size=64, shuffle=True)
+    loss_fn = nn.MSELoss()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    n_epochs = 2
+    with torch.no_grad():
+        before = loss_fn(model(X), y).item()
+
+    # --- the notes, L:399-406, verbatim ---
+    for epoch in range(n_epochs):
+        model.train()
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            loss = loss_fn(model(xb), yb)   # forward
+            optimizer.zero_grad()           # clear the accumulator
+            loss.backward()                 # backward
+            optimizer.step()                # update
+    # ---
+
+    with torch.no_grad():
+        after = loss_fn(model(X), y).item()
+    claim.record("train_mse_before", before)
+    claim.record("train_mse_after_2_epochs", after)
+    claim.record("steps", optimizer.state[next(model.parameters())]["step"].item(),
+                 stated=26, tol="exact")
+    assert after < before
+
+
+# ------------------------------------------------------------------ LOOP-11/12 the JAX loop
+@functools.lru_cache(maxsize=1)
+def jax_problem():
+    """The tiny regression as JAX arrays, a linear model's parameter dictionary and its loss.
+    (NumPy draws the initial weights: eager jax.random calls would each compile, and that
+    costs seconds for nothing the claim is about.)"""
+    import jax.numpy as jnp
+    X, y = tiny_regression()
+    w0 = np.random.default_rng(1).normal(size=X.shape[1]).astype(np.float32)
+    params = {"w": jnp.asarray(w0), "b": jnp.zeros(())}
+
+    def loss_fn(params, xb, yb):
+        return jnp.mean((xb @ params["w"] + params["b"] - yb) ** 2)
+
+    return jnp.asarray(X), jnp.asarray(y), params, loss_fn
+
+
+@pytest.mark.claim("LOOP-11")
+def test_the_notes_jax_loop_runs_as_written_and_trains(claim):
+    import jax
+    import optax
+    X, y, params, loss_fn = jax_problem()
+    key = jax.random.PRNGKey(0)
+    n, n_epochs = X.shape[0], 2
+    full_loss = jax.jit(loss_fn)
+    before = float(full_loss(params, X, y))
+
+    # --- the notes, L:410-424, verbatim ---
+    optimizer = optax.adam(1e-3)
+    opt_state = optimizer.init(params)
+
+    @jax.jit
+    def step(params, opt_state, xb, yb):
+        loss, grads = jax.value_and_grad(loss_fn)(params, xb, yb)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    for epoch in range(n_epochs):
+        key, sub = jax.random.split(key)
+        perm = jax.random.permutation(sub, n)
+        for i in range(0, n, 64):
+            idx = perm[i:i + 64]
+            params, opt_state, loss = step(params, opt_state, X[idx], y[idx])
+    # ---
+
+    after = float(full_loss(params, X, y))
+    count = int(opt_state[0].count)
+    claim.record("train_mse_before", before)
+    claim.record("train_mse_after_2_epochs", after)
+    claim.record("steps", count, stated=26, tol="exact")
+    assert after < before and count == 26
+
+
+@pytest.mark.claim("LOOP-12")
+def test_the_jax_loop_needs_no_zero_grad_and_no_to_device(claim):
+    import jax
+    X, y, params, loss_fn = jax_problem()
+    grad_fn = jax.jit(jax.value_and_grad(loss_fn))
+    _, g1 = grad_fn(params, X[:64], y[:64])
+    _, g2 = grad_fn(params, X[:64], y[:64])
+    same = all(bool((a == b).all()) for a, b in zip(jax.tree_util.tree_leaves(g1),
+                                                    jax.tree_util.tree_leaves(g2)))
+    claim.record("second_call_equals_first", same, stated=True)
+    # the contrast: torch's .grad accumulates unless cleared
+    w = torch.tensor(1.0, requires_grad=True)
+    for _ in range(2):
+        (3 * w).backward()
+    claim.record("torch_grad_after_two_backwards", w.grad.item())
+    # no .to(device): every array (data, parameters, results) sits on JAX's default device
+    default = jax.devices()[0]
+    placed = {a.devices() == {default} for a in jax.tree_util.tree_leaves((X, params, g1))}
+    claim.record("default_device", str(default))
+    claim.record("all_on_default_device", placed == {True}, stated=True)
+    assert same and w.grad.item() == 6.0 and placed == {True}
+
+
+# ------------------------------------------------------------------ LOOP-14 step reads .grad
+@pytest.mark.claim("LOOP-14")
+def test_optimizer_step_reads_grad_and_updates_the_parameters(claim):
+    p = nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
+    opt = torch.optim.SGD([p], lr=0.5)
+    # no backward at all: step() uses whatever sits in .grad
+    p.grad = torch.tensor([2.0, 4.0, -6.0])
+    opt.step()
+    claim.record("after_step", p.detach().tolist(), stated=[0.0, -4.0, 6.0])
+    assert torch.equal(p.detach(), torch.tensor([0.0, -4.0, 6.0]))
+    # an edited .grad after backward is what gets applied
+    loss = (p ** 2).sum()
+    loss.backward()
+    p.grad.mul_(0.0).add_(1.0)
+    before = p.detach().clone()
+    opt.step()
+    assert torch.equal(p.detach(), before - 0.5)
+    # .grad None: step() leaves the parameter alone
+    p.grad = None
+    before = p.detach().clone()
+    opt.step()
+    claim.record("unchanged_without_grad", torch.equal(p.detach(), before), stated=True)
+    assert torch.equal(p.detach(), before)
