@@ -20,9 +20,12 @@ of the machine can only slow a trial down. This module fixes the rest of the met
 
 Noise policy
 ------------
-A ratio comes with a band: the interquartile range of the per-round paired ratios
-``A_i / B_i`` (the trials of one round ran back to back, so they saw the same load), widened
-to include the min-ratio itself and to at least ``NOISE_FLOOR`` either side of it. A claim
+A ratio comes with a band, widened to include the min-ratio itself and to at least
+``NOISE_FLOOR`` either side of it: with at least ten rounds, the range of ``min(A)/min(B)``
+computed separately over five consecutive stretches of the rounds (how much the statistic
+itself moves within one run); with fewer rounds, the interquartile range of the per-round
+paired ratios ``A_i / B_i`` (the trials of one round ran back to back, so they saw the same
+load). Bands of derived ratios (a speedup over a speedup) combine both ends. A claim
 "A is more than t times slower than B" is then
 
 * **decided yes** when the whole band lies above ``t``;
@@ -57,6 +60,10 @@ from typing import Callable, Mapping
 # Relative half-width below which two timings are never called different (5 %): shared
 # runners jitter by a few per cent even on the minimum.
 NOISE_FLOOR = 0.05
+# With at least 2 * BLOCKS rounds the band is the range of the min-ratio over BLOCKS
+# consecutive stretches of the rounds; with fewer, the interquartile range of the paired
+# per-round ratios.
+BLOCKS = 5
 
 
 # --------------------------------------------------------------------------- synchronisation
@@ -172,8 +179,17 @@ class Comparison:
         ta, tb = self.sides[a].times, self.sides[b].times
         value = min(ta) / min(tb)
         paired = [x / y for x, y in zip(ta, tb)]
-        lo = min(value, _quantile(paired, 0.25), value * (1 - NOISE_FLOOR))
-        hi = max(value, _quantile(paired, 0.75), value * (1 + NOISE_FLOOR))
+        n = min(len(ta), len(tb))
+        if n >= 2 * BLOCKS:
+            # enough rounds: the spread of the statistic itself, min(a)/min(b) over
+            # BLOCKS consecutive stretches of the run (a burst of load shows as spread)
+            edges = [round(i * n / BLOCKS) for i in range(BLOCKS + 1)]
+            spread = [min(ta[i:j]) / min(tb[i:j]) for i, j in zip(edges, edges[1:])]
+            lo_s, hi_s = min(spread), max(spread)
+        else:
+            lo_s, hi_s = _quantile(paired, 0.25), _quantile(paired, 0.75)
+        lo = min(value, lo_s, value * (1 - NOISE_FLOOR))
+        hi = max(value, hi_s, value * (1 + NOISE_FLOOR))
         return Ratio(a, b, value, lo, hi, paired)
 
     def times(self) -> dict:

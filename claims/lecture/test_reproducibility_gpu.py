@@ -1,0 +1,170 @@
+"""Lecture, "Reproducibility and random seeds" (L:499), and the sheet's pitfall (S:61): "The
+same seed and code can still drift apart on a GPU: torch.manual_seed seeds CPU and CUDA
+alike, but some kernels add with atomic operations in a varying order ... and cuDNN's
+benchmark mode may pick a different convolution algorithm in each run"; "torch.
+use_deterministic_algorithms(True) covers most of the fourth, at a speed cost".
+
+RNG-06 has a CPU half (``torch.manual_seed`` calls ``torch.cuda.manual_seed_all``, observed
+by wrapping it) that runs everywhere, and a CUDA half (same seed, same draws on the card).
+The rest needs CUDA and is skipped with the reason elsewhere. Non-determinism can only be
+shown, never refuted: a run where every repetition agrees is reported as drift, not as a
+failure of the claim.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from support import devices, timing
+
+
+@pytest.fixture
+def rng_restored():
+    state = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if devices.available("cuda") else None
+    yield
+    torch.set_rng_state(state)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+@pytest.mark.claim("RNG-06")
+def test_manual_seed_also_seeds_cuda(claim, monkeypatch, rng_restored):
+    calls = []
+    real = torch.cuda.manual_seed_all
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda s: (calls.append(s), real(s)))
+    torch.manual_seed(1234)
+    claim.record("torch.cuda.manual_seed_all called with", calls, stated=[1234], tol="exact")
+    # the control: seeding only the CPU generator does not reach CUDA, so the wrapper does
+    # see the difference
+    calls.clear()
+    torch.default_generator.manual_seed(99)
+    claim.record("calls from default_generator.manual_seed", len(calls), stated=0, tol="exact")
+    assert calls == []
+    torch.manual_seed(1234)
+    assert calls == [1234]
+
+
+@pytest.mark.gpu          # the CUDA half runs in the GPU tier (python -m support.gpu_run)
+@pytest.mark.claim("RNG-06")
+@devices.needs("cuda")
+def test_manual_seed_gives_the_same_cuda_draws(claim, rng_restored):
+    def draw(seed):
+        torch.manual_seed(seed)
+        return torch.randn(1000, device="cuda").cpu()
+
+    same = torch.equal(draw(0), draw(0))
+    other = torch.equal(draw(0), draw(1))
+    claim.record("same seed, same CUDA draws", same, stated=True)
+    claim.record("different seed, same CUDA draws", other, stated=False)
+    assert same and not other
+
+
+def _index_add_outputs(runs: int, n: int = 1 << 20, slots: int = 64):
+    torch.manual_seed(0)
+    src = torch.randn(n, device="cuda")
+    idx = torch.randint(0, slots, (n,), device="cuda")
+    outs = [torch.zeros(slots, device="cuda").index_add_(0, idx, src).cpu() for _ in range(runs)]
+    return outs, (src, idx, slots)
+
+
+def _distinct(outs) -> int:
+    return len({o.numpy().tobytes() for o in outs})
+
+
+@pytest.mark.claim("RNG-09")
+@devices.needs("cuda")
+def test_atomic_adds_make_repeated_gpu_sums_differ(claim):
+    assert not torch.are_deterministic_algorithms_enabled()
+    outs, _ = _index_add_outputs(20)
+    k = _distinct(outs)
+    claim.record("distinct results of 20 identical index_add_ calls", k)
+    spread = float(torch.stack(outs).std(0).max())
+    claim.record("largest std across runs of one output", spread)
+    if k == 1:
+        # non-determinism cannot be refuted by agreeing runs: drift, not fails
+        claim.record("non-determinism shown", False, stated=True,
+                     note="all 20 runs agreed bitwise on this card/version")
+
+
+@pytest.mark.claim("RNG-08")
+@devices.needs("cuda")
+def test_deterministic_algorithms_make_gpu_sums_repeatable_at_a_cost(claim):
+    free, (src, idx, slots) = _index_add_outputs(10)
+    claim.record("distinct results without the flag", _distinct(free))
+    torch.use_deterministic_algorithms(True)
+    try:
+        try:
+            det = [torch.zeros(slots, device="cuda").index_add_(0, idx, src).cpu()
+                   for _ in range(10)]
+        except RuntimeError as exc:  # refusing a non-deterministic kernel also "covers" it
+            claim.record("index_add_ under the flag", f"raises: {str(exc)[:150]}")
+            return
+        claim.record("distinct results with the flag", _distinct(det), stated=1, tol="exact")
+        assert _distinct(det) == 1
+        flag_on = lambda: torch.zeros(slots, device="cuda").index_add_(0, idx, src)
+        torch.use_deterministic_algorithms(False)
+        flag_off = lambda: torch.zeros(slots, device="cuda").index_add_(0, idx, src)
+
+        def with_flag():
+            torch.use_deterministic_algorithms(True)
+            try:
+                return flag_on()
+            finally:
+                torch.use_deterministic_algorithms(False)
+
+        cmp = timing.compare({"deterministic": with_flag, "default": flag_off}, repeats=20,
+                             sync=timing.torch_cuda_sync)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    timing.record_times(claim, cmp)
+    timing.check_ratio(claim, cmp, "deterministic", "default", above=1.0,
+                       name="deterministic/default time", what="the speed cost of the flag")
+
+
+_CONV = """
+import hashlib, torch
+torch.backends.cudnn.benchmark = True
+torch.manual_seed(0)
+x = torch.randn(32, 64, 56, 56, device="cuda")
+conv = torch.nn.Conv2d(64, 64, 3, padding=1).cuda()
+with torch.no_grad():
+    y = conv(x)
+torch.cuda.synchronize()
+print(hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest())
+"""
+
+
+@pytest.mark.claim("RNG-11")
+@devices.needs("cuda")
+def test_cudnn_benchmark_mode_may_change_the_bits_between_runs(claim):
+    hashes = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", _CONV], capture_output=True, text=True,
+                             timeout=180)
+        assert out.returncode == 0, out.stderr[-2000:]
+        hashes.append(out.stdout.strip().splitlines()[-1])
+    claim.record("distinct conv outputs over 3 fresh processes", len(set(hashes)))
+    # in-process: the algorithm choice itself changes the bits (benchmark vs deterministic)
+    torch.manual_seed(0)
+    x = torch.randn(32, 64, 56, 56, device="cuda")
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1).cuda()
+    old = torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic
+    try:
+        with torch.no_grad():
+            torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = False, True
+            a = conv(x).cpu()
+            torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = True, False
+            b = conv(x).cpu()
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = old
+    claim.record("benchmark-mode output differs bitwise from the deterministic algorithm's",
+                 not torch.equal(a, b))
+    claim.record("max |benchmark - deterministic|", float((a - b).abs().max()))
+    if len(set(hashes)) == 1:
+        claim.record("run-to-run difference shown", False, stated=True,
+                     note="3 fresh processes agreed; the claim says 'may', so absence does "
+                          "not refute it")

@@ -1,0 +1,228 @@
+"""Run the GPU tier and the benchmarks on a GPU machine, and collect everything in one folder.
+
+    python -m support.gpu_run --out DIR [--concrete-data PATH] [--no-bench] [--budget-s 540]
+
+What it needs: a CUDA machine with this checkout, Python >= 3.10 and the suite installed
+(``pip install -e '.[test]'``: torch with CUDA, jax, optax, numpy, scikit-learn, xlrd,
+pytest, pytest-benchmark, pytest-timeout, hypothesis). JAX may be the CPU build (the JAX GPU
+variants are then skipped with the reason) or ``jax[cuda12]``. No network is used. The
+concrete data (``Concrete_Data.xls``/``.csv``) is found through ``--concrete-data``, the
+``CONCRETE_DATA`` variable, or ``shared/data/concrete`` / ``../shared/data/concrete`` next
+to the checkout; without it the claims that train on it (DEV-08/10/14/15 and the real-model
+benchmark) are skipped and the summary says so.
+
+What it runs (each step a separate pytest process with its own time limit; the whole run
+stays under ``--budget-s``, 9 minutes by default, on one GPU):
+
+1. **Preflight**: fails loudly (exit 2) unless ``torch.cuda.is_available()``.
+2. **Claims, GPU tier**: ``pytest claims --tier gpu --require-device cuda`` ->
+   ``DIR/claims.md``, ``DIR/claims.json``. ``--require-device cuda`` makes a CUDA-absent skip an
+   error and fails the run if no CUDA variant executed.
+3. **Benchmarks, one file per device**: ``pytest claims --tier bench --only-device D
+   --benchmark-json DIR/bench_<host>_<gpu>_torch<v>_jax<v>_<D>.json`` for D = cpu, cuda.
+   The name carries the machine, accelerator, framework versions and device, so files
+   from different machines and versions sit side by side in one folder.
+4. ``DIR/summary.json``: each step's command, exit code and wall time, the bench runs'
+   verdicts, the device fingerprints, and the paths written; ``DIR/gpu_run.log``: the
+   output of every step. Six files in all, no subfolders.
+
+On the project's device tool: ``python3 -m support.gpu_run --out $OUT --concrete-data
+shared/data/concrete`` (copy the data into an ignored ``shared/data/concrete`` of the
+checkout first, or carry it).
+
+Exit code: 0 when every step passed, else the first failing step's code.
+
+Producing and comparing benchmark files by hand
+-----------------------------------------------
+One JSON file per run and device (``--benchmark-json`` names the file exactly)::
+
+    pytest claims --tier bench --only-device cpu  --benchmark-json bench/<label>_cpu.json
+    pytest claims --tier bench --only-device cuda --benchmark-json bench/<label>_cuda.json \\
+        --require-device cuda
+
+or let pytest-benchmark number them in a storage folder, one subfolder per machine type::
+
+    pytest claims --tier bench --only-device cpu --benchmark-save=cpu \\
+        --benchmark-storage=file://bench --benchmark-group-by=group
+
+Every benchmark carries ``extra_info`` = {claim, device, side, fingerprint, ratios of the
+interleaved sides}; ``machine_info`` carries ``devices`` (fingerprint of each device present:
+name, driver, CUDA/cuDNN, memory) and ``frameworks`` (torch, jax, jaxlib, numpy versions).
+Groups are per workload and device (``benchmark.group``). Compare files side by side::
+
+    pytest-benchmark compare bench/*_cpu.json bench/*_cuda.json --group-by=name \\
+        --columns=min,median,rounds
+    pytest-benchmark compare bench/A_cuda.json bench/B_cuda.json --group-by=group
+
+(``--group-by=name`` puts the same test from different files next to each other; the
+``fullname`` includes the device parameter, e.g. ``test_bench_width_sweep[cuda-w1024]``.)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _loud(msg: str) -> None:
+    bar = "!" * 78
+    print(f"\n{bar}\n{msg}\n{bar}\n", file=sys.stderr, flush=True)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", str(text)).strip("-")[:40]
+
+
+def _find_data(given: str | None) -> str | None:
+    for cand in (given, os.environ.get("CONCRETE_DATA"), ROOT / "shared" / "data" / "concrete",
+                 ROOT.parent / "shared" / "data" / "concrete"):
+        if cand and Path(cand).exists():
+            return str(cand)
+    return None
+
+
+def label(device_name: str) -> str:
+    from importlib import metadata
+
+    def v(p):
+        try:
+            return metadata.version(p)
+        except metadata.PackageNotFoundError:
+            return "none"
+    return "_".join(["bench", _slug(platform.node() or "host"), _slug(device_name),
+                     f"torch{_slug(v('torch'))}", f"jax{_slug(v('jax'))}"])
+
+
+def _step(name: str, cmd: list[str], timeout: float, log: Path, env=None) -> dict:
+    head = f"\n=== {name}: {' '.join(cmd)}  (limit {timeout:.0f} s)\n"
+    print(head, end="", flush=True)
+    t0 = time.time()
+    try:
+        with open(log, "a") as fh:
+            fh.write(head)
+            fh.flush()
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, env=env)
+            for line in proc.stdout:      # tee: the log file and the console
+                fh.write(line)
+                sys.stdout.write(line)
+            rc = proc.wait(timeout=max(1.0, timeout - (time.time() - t0)))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = 124
+        _loud(f"{name} ran past its {timeout:.0f} s limit and was stopped")
+    return {"step": name, "cmd": cmd, "rc": rc, "wall_s": round(time.time() - t0, 1),
+            "log": str(log)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m support.gpu_run",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
+    ap.add_argument("--concrete-data", default=None, help="path of the concrete data")
+    ap.add_argument("--no-bench", action="store_true", help="run the GPU claims only")
+    ap.add_argument("--budget-s", type=float, default=540.0,
+                    help="wall-clock budget for all steps (default 540 s)")
+    args = ap.parse_args(argv)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    # a flat folder of few files (the device tool brings back at most 8): claims.md,
+    # claims.json, one benchmark JSON per device, summary.json and one log
+    logs = out / "gpu_run.log"
+    logs.write_text("")
+    scratch = Path(tempfile.mkdtemp(prefix="gpu_run_"))
+    start = time.time()
+
+    # 1. preflight: a GPU run on a machine without a GPU must not look like a pass
+    try:
+        import torch
+    except ImportError as exc:
+        _loud(f"support.gpu_run: torch is not importable ({exc}); install the suite first")
+        return 2
+    if not torch.cuda.is_available():
+        from .devices import absent_reason
+        _loud("support.gpu_run: NO CUDA DEVICE. " + absent_reason("cuda") +
+              ".\nThis command runs the GPU tier and must run on a machine with a CUDA GPU; "
+              "nothing was run.")
+        (out / "summary.json").write_text(json.dumps(
+            {"ok": False, "error": "no CUDA device: " + absent_reason("cuda")}, indent=2))
+        return 2
+    from . import devices
+    gpu_name = torch.cuda.get_device_name(0)
+    data = _find_data(args.concrete_data)
+    summary: dict = {"ok": False, "out": str(out), "concrete_data": data,
+                     "devices": {d: devices.fingerprint(d) for d in devices.present()},
+                     "steps": []}
+    if data is None:
+        print("NOTE: concrete data not found; claims training on it will be skipped",
+              flush=True)
+    common = [sys.executable, "-m", "pytest", "claims", "-q", "--timeout", "300"]
+    if data:
+        common += ["--concrete-data", data]
+    env = dict(os.environ)
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # deterministic cuBLAS (RNG-08)
+    # JAX would otherwise take 75% of the card's memory the first time it is touched,
+    # leaving torch's claims the rest
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+
+    def left() -> float:
+        return args.budget_s - (time.time() - start)
+
+    # 2. the GPU tier of the claims
+    claims_step = _step("claims-gpu", common + ["--tier", "gpu", "--require-device", "cuda",
+                                                 "--claims-report", str(scratch / "claims")],
+                        min(300.0, left() * (0.5 if not args.no_bench else 1.0)), logs, env)
+    for f in ("claims.md", "claims.json"):
+        if (scratch / "claims" / f).exists():
+            shutil.copy(scratch / "claims" / f, out / f)
+    summary["steps"].append(claims_step)
+
+    # 3. the benchmarks, one JSON file per device
+    if not args.no_bench:
+        for dev, name in (("cuda", gpu_name), ("cpu", "cpu")):
+            budget = left() if dev == "cpu" else left() * 0.5
+            if budget < 30:
+                summary["steps"].append({"step": f"bench-{dev}", "rc": 124,
+                                         "skipped": "no time left in the budget"})
+                continue
+            path = out / f"{label(name)}_{dev}.json"
+            extra = ["--require-device", "cuda"] if dev == "cuda" else []
+            st = _step(f"bench-{dev}", common + ["--tier", "bench", "--only-device", dev,
+                                                 "--benchmark-json", str(path),
+                                                 "--benchmark-group-by", "group",
+                                                 "--claims-report", str(scratch / f"bench-{dev}")]
+                       + extra, budget, logs, env)
+            st["benchmark_json"] = str(path) if path.exists() else None
+            bench_claims = scratch / f"bench-{dev}" / "claims.json"
+            if bench_claims.exists():   # the verdicts of the bench run, in the summary
+                data = json.loads(bench_claims.read_text())
+                st["verdicts"] = {c["id"]: c["verdict"] for c in data.get("claims", [])
+                                  if c.get("verdict") not in (None, "not-run", "pending",
+                                                              "not-testable")}
+            summary["steps"].append(st)
+
+    rcs = [s["rc"] for s in summary["steps"]]
+    summary["ok"] = all(rc == 0 for rc in rcs)
+    summary["wall_s"] = round(time.time() - start, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(f"\nsupport.gpu_run: {'OK' if summary['ok'] else 'FAILED'} in {summary['wall_s']} s; "
+          f"report in {out}", flush=True)
+    if not summary["ok"]:
+        _loud("support.gpu_run FAILED: " + ", ".join(f"{s['step']} rc={s['rc']}"
+                                                     for s in summary["steps"] if s["rc"]))
+    return next((rc for rc in rcs if rc), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
