@@ -134,6 +134,13 @@ class ClaimsState:
         self.collected: dict[str, list[str]] = {}
         self.started = time.time()
 
+    def pytest_runtest_logreport(self, report):
+        # registered per config, so a nested in-process session (pytester) keeps its own
+        # records; the controller also receives xdist workers' reports through this hook
+        for key, value in getattr(report, "user_properties", []):
+            if key == RECORD_KEY:
+                self.records.append(json.loads(value))
+
 
 def _state(config) -> ClaimsState:
     return config.stash[_state_key]
@@ -166,9 +173,11 @@ def pytest_configure(config):
     for tier in reg.TIERS:
         config.addinivalue_line("markers", f"{tier}: tier {tier} (set from the registry)")
     try:
-        config.stash[_state_key] = ClaimsState(config)
+        state = ClaimsState(config)
     except reg.RegistryError as exc:
         raise pytest.UsageError(str(exc)) from None
+    config.stash[_state_key] = state
+    config.pluginmanager.register(state, f"claims-state-{id(config)}")
 
 
 def _tiers(config) -> set[str]:
@@ -390,17 +399,6 @@ def _attach(item, report, rec: ClaimRecorder, verdict: str, reason: str, teardow
     report.user_properties.append((RECORD_KEY, json.dumps(payload, default=repr)))
 
 
-def pytest_runtest_logreport(report):
-    for key, value in getattr(report, "user_properties", []):
-        if key == RECORD_KEY:
-            _PENDING.append(json.loads(value))
-
-
-# The controller sees reports through pytest_runtest_logreport (xdist forwards them); the
-# records are buffered here and claimed by the session state at the end.
-_PENDING: list[dict] = []
-
-
 # --------------------------------------------------------------------------- reporting
 def _report_dir(config) -> Path:
     opt = config.getoption("--claims-report")
@@ -413,8 +411,6 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
     state = _state(config)
-    state.records = list(_PENDING)
-    _PENDING.clear()
     from . import report
     data = report.build(state, elapsed=time.time() - state.started)
     out = _report_dir(config)

@@ -1,0 +1,271 @@
+"""Lecture, "The dtype trap, measured" (with the dtype rows of the "Side by side" and
+"Limitations and trade-offs" tables).
+
+"torch.tensor(3.14) gives you a float32 tensor, and torch.tensor(np.float64(3.14)) gives you
+float64." "When a float32 tensor meets a float64 one, the result is float64." "PyTorch
+disagreed at 7.5e-8 ... Every tensor in the calculation reported float64." "The relative error
+that produced was 1.25e-7, which is float32 epsilon to two figures." "jnp.asarray(np.ones(3))
+returns float32 with no warning at all. JAX warns only when you explicitly ask for
+dtype=jnp.float64." Protocol §5: the careless branch passes c and y as Python floats.
+
+JAX's x64 flag is process-global: the claims about its default (DTYPE-01/09/10/13/15) assert
+it is off, the claims that need it use ``support.jaxutil.x64()``, and
+``test_x64_does_not_leak_between_tests_in_either_order`` runs both groups in both orders.
+"""
+import warnings
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from support import toy
+from support.jaxutil import run_fresh_python, x64_enabled
+from support.tolerances import Tol
+
+ROOT = Path(__file__).resolve().parents[2]
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def _default_mode():
+    assert not x64_enabled(), "JAX x64 leaked into a claim about JAX's default"
+
+
+@pytest.fixture(scope="module")
+def net():
+    return toy.draw()
+
+
+@pytest.mark.claim("DTYPE-01")
+@pytest.mark.parametrize("framework,expected", [("torch", "float32"), ("jax", "float32"),
+                                                ("numpy", "float64")],
+                         ids=["torch", "jax", "numpy"])
+def test_default_float_dtypes(claim, framework, expected):
+    _default_mode()
+    dtype = {"torch": lambda: torch.tensor(1.0).dtype, "jax": lambda: jnp.array(1.0).dtype,
+             "numpy": lambda: np.array(1.0).dtype}[framework]()
+    name = str(dtype).replace("torch.", "")
+    claim.record("default_dtype", name, stated=expected)
+    assert name == expected
+
+
+@pytest.mark.claim("DTYPE-02")
+def test_python_float_gives_float32_numpy_float64_gives_float64(claim):
+    a, b = torch.tensor(3.14), torch.tensor(np.float64(3.14))
+    claim.record("torch.tensor(3.14)", str(a.dtype), stated="torch.float32")
+    claim.record("torch.tensor(np.float64(3.14))", str(b.dtype), stated="torch.float64")
+    assert a.dtype == torch.float32 and b.dtype == torch.float64
+
+
+@pytest.mark.claim("DTYPE-03")
+@pytest.mark.parametrize("case", ["both_dimensioned", "both_0d", "dimensioned_f32_with_0d_f64"])
+def test_float32_meeting_float64_gives_float64(claim, case):
+    f32 = torch.ones(3) if case != "both_0d" else torch.tensor(1.0)
+    f64 = {"both_dimensioned": torch.ones(3, dtype=torch.float64),
+           "both_0d": torch.tensor(1.0, dtype=torch.float64),
+           "dimensioned_f32_with_0d_f64": torch.tensor(1.0, dtype=torch.float64)}[case]
+    out = (f32 + f64).dtype
+    claim.record("result_dtype", str(out), stated="torch.float64")
+    assert out == torch.float64
+
+
+@pytest.mark.claim("DTYPE-04")
+@pytest.mark.parametrize("how", ["dtype_argument", "double_tensor", "double_model",
+                                 "set_default_dtype"])
+def test_pytorch_supports_float64_on_cpu(claim, how):
+    if how == "dtype_argument":
+        dt = torch.zeros(2, dtype=torch.float64).dtype
+    elif how == "double_tensor":
+        dt = torch.zeros(2).double().dtype
+    elif how == "double_model":
+        dt = torch.nn.Linear(3, 1).double().weight.dtype
+    else:
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            dt = torch.nn.Linear(3, 1).weight.dtype
+            assert torch.tensor(1.0).dtype == torch.float64
+        finally:
+            torch.set_default_dtype(old)
+    claim.record("dtype", str(dt), stated="torch.float64")
+    assert dt == torch.float64
+    # full support: float64 arithmetic is float64-accurate
+    assert (torch.tensor(1.0, dtype=torch.float64) + 1e-12).item() != 1.0
+
+
+def _careless(net):
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    g = toy.torch_gradient(net, careless=True)
+    abs_err = toy.max_abs_diff(g, hand)
+    rel = max(float(np.max(np.abs((g[k] - hand[k]) / hand[k]))) for k in hand)
+    return abs_err, rel
+
+
+@pytest.mark.claim("DTYPE-06")
+@pytest.mark.parametrize("figure", ["absolute", "relative", "fixed"])
+def test_two_float32_scalars_cost_7_5e_8(claim, net, figure):
+    abs_err, rel = _careless(net)
+    if figure == "absolute":
+        claim.record("careless_abs_error", abs_err, stated="7.5e-8")
+        assert 3e-8 <= abs_err <= 3e-7
+    elif figure == "relative":
+        claim.record("careless_rel_error", rel, stated="1.25e-7", tol="order",
+                     note="protocol §5: no code prints 1.25e-7; every element is ~1e-6 off "
+                          "because the residual is only -0.0377")
+        assert 3e-8 <= rel <= 3e-7
+    else:
+        hand = toy.hand_gradient(net.params, net.x, net.y)
+        fixed = toy.max_abs_diff(toy.torch_gradient(net), hand)
+        claim.record("fixed_abs_error", fixed, stated="1.7e-18", tol="float64:agreement")
+        assert fixed <= 1e-15
+
+
+@pytest.mark.claim("DTYPE-07")
+def test_every_downstream_tensor_reports_float64(claim, net):
+    loss, lv = toy.torch_loss(net, careless=True)
+    z = lv["W"] @ lv["x"] + lv["b"]
+    yhat = lv["v"] @ torch.tanh(z) + lv["c"]
+    claim.record("loss_dtype", str(loss.dtype), stated="torch.float64")
+    claim.record("hidden_scalars", [str(lv["c"].dtype), str(lv["y"].dtype)])
+    assert loss.dtype == yhat.dtype == z.dtype == torch.float64
+    assert lv["c"].dtype == lv["y"].dtype == torch.float32    # where the precision went
+
+
+@pytest.mark.claim("DTYPE-08")
+def test_an_error_near_1e_7_is_float32s_fingerprint(claim, net):
+    _, rel = _careless(net)
+    claim.record("float32_eps", F32_EPS, stated="1.25e-7",
+                 tol=Tol(rtol=0.10, why="catalogue: eps within 10 % of 1.25e-7 "
+                         "('to two figures' is loose: eps = 1.19e-7)"))
+    claim.record("careless_rel_error_in_eps", rel / F32_EPS)
+    assert abs(F32_EPS - 1.25e-7) <= 0.10 * 1.25e-7
+    # the fingerprint: the careless error is within an order of magnitude of float32 eps,
+    # and ~1e8 times float64's
+    assert 0.1 <= rel / F32_EPS <= 10
+
+
+@pytest.mark.claim("DTYPE-09")
+def test_jax_converts_float64_numpy_to_float32_silently(claim):
+    _default_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = jnp.asarray(np.ones(3))
+    claim.record("dtype", str(a.dtype), stated="float32")
+    claim.record("warnings", len(caught), stated=0, tol="exact")
+    assert a.dtype == jnp.float32 and not caught
+
+
+@pytest.mark.claim("DTYPE-10")
+def test_jax_warns_only_for_explicit_float64_and_truncates(claim):
+    _default_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = jnp.array([1.0, 2.0], dtype=jnp.float64)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    claim.record("dtype", str(a.dtype), stated="float32")
+    claim.record("warning", msgs[0] if msgs else "")
+    assert a.dtype == jnp.float32
+    assert len(msgs) == 1 and "Explicitly requested dtype float64" in msgs[0] \
+        and "truncated" in msgs[0]
+
+
+@pytest.mark.claim("DTYPE-11")
+def test_enabling_x64_at_program_start_gives_float64(claim):
+    code = ("import jax, numpy as np\n"
+            "import jax.numpy as jnp\n"
+            "before = jnp.asarray(np.ones(3))\n"
+            "jax.config.update('jax_enable_x64', True)\n"
+            "after = jnp.asarray(np.ones(3))\n"
+            "print(before.dtype, after.dtype, before.dtype)\n")
+    r = run_fresh_python(code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    before, after, before_again = r.stdout.split()
+    claim.record("after_update", after, stated="float64")
+    claim.record("array_made_before_update", before_again)
+    assert after == "float64"
+    # "decide it before creating arrays": what was made before stays float32
+    assert before == before_again == "float32"
+
+
+@pytest.mark.claim("DTYPE-12")
+@pytest.mark.parametrize("mode", ["x64_on", "x64_off"])
+def test_jax_agrees_to_4_4e_16_only_with_x64(claim, net, mode):
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    err = toy.max_abs_diff(toy.jax_gradient(net, x64=(mode == "x64_on")), hand)
+    if mode == "x64_on":
+        claim.record("jax_vs_hand", err, stated="4.4e-16", tol="float64:agreement")
+        assert err <= 1e-15
+    else:
+        claim.record("jax_vs_hand", err, note="x64 off: float32 arithmetic")
+        assert 1e-9 <= err <= 1e-5
+
+
+@pytest.mark.claim("DTYPE-13")
+@pytest.mark.parametrize("request_kind", ["explicit", "implicit"])
+def test_float64_requests_are_truncated_with_a_warning(claim, request_kind):
+    _default_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = (jnp.zeros(3, dtype=jnp.float64) if request_kind == "explicit"
+             else jnp.asarray(np.zeros(3, dtype=np.float64)))
+    claim.record("dtype", str(a.dtype), stated="float32")
+    claim.record("warnings", len(caught), stated=1, tol="exact")
+    assert a.dtype == jnp.float32
+    assert len(caught) == 1, "float64 was truncated to float32 without a warning"
+
+
+@pytest.mark.claim("DTYPE-14")
+def test_pytorch_fails_quietly_with_float32_from_a_python_float(claim, net):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = torch.tensor(1.234)
+        abs_err, _ = _careless(net)
+    claim.record("dtype", str(t.dtype), stated="torch.float32")
+    claim.record("warnings", len(caught), stated=0, tol="exact")
+    claim.record("careless_abs_error", abs_err)
+    assert t.dtype == torch.float32 and not caught and abs_err > 1e-10
+
+
+@pytest.mark.claim("DTYPE-15")
+def test_jax_fails_quietly_with_float32_by_default(claim, net):
+    _default_mode()
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        err = toy.max_abs_diff(toy.jax_gradient(net, x64=False), hand)
+    claim.record("warnings", len(caught), stated=0, tol="exact")
+    claim.record("jax_default_vs_hand", err)
+    assert not caught and err > 1e-10
+
+
+# ----------------------------------------------------------------------------- x64 isolation
+X64_GROUP = ["claims/lecture/test_automatic_differentiation.py::test_autodiff_agrees_with_the_hand_gradient_in_float64",
+             "claims/lecture/test_vmap_and_jit.py::test_vmap_agrees_with_a_python_loop"]
+DEFAULT_GROUP = [f"claims/lecture/test_dtype_trap.py::{n}" for n in (
+    "test_default_float_dtypes", "test_jax_converts_float64_numpy_to_float32_silently",
+    "test_jax_warns_only_for_explicit_float64_and_truncates",
+    "test_float64_requests_are_truncated_with_a_warning",
+    "test_jax_fails_quietly_with_float32_by_default")] + [
+    "claims/lecture/test_tensors_shapes_and_dtypes.py::test_jax_array_has_a_device_a_float32_default_and_no_grad"]
+
+
+def _outcomes(pytester, order, name):
+    """Run ``order`` (node ids, kept in command-line order) in a nested pytest session in this
+    process, whose JAX state the outer session has already touched."""
+    res = pytester.runpytest_inprocess(
+        *[str(ROOT / n) for n in order], "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+        "-c", str(ROOT / "pyproject.toml"), "--claims-report", str(pytester.path / name))
+    return res, res.parseoutcomes()
+
+
+def test_x64_does_not_leak_between_tests_in_either_order(pytester):
+    """The x64 claims (AD-13, JAX-06) and the default-dtype claims pass run in either order
+    (xdist workers are such processes, each running its share in order)."""
+    for name, order in {"x64_first": X64_GROUP + DEFAULT_GROUP,
+                        "default_first": DEFAULT_GROUP + X64_GROUP}.items():
+        res, out = _outcomes(pytester, order, name)
+        assert res.ret == 0, f"{name}: {out}\n" + "\n".join(res.outlines[-30:])
+        assert out.get("passed", 0) >= 9 and not out.get("failed") \
+            and not out.get("errors"), f"{name}: {out}"
+    assert not x64_enabled()

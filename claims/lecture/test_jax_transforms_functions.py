@@ -1,0 +1,215 @@
+"""Lecture, "JAX transforms functions".
+
+"jax.grad(f) does not compute a gradient. It returns a new function that computes one. There is
+no tape, no mutable .grad, and consequently nothing to zero." "for the loss above it is seven
+equations" ... "a longer one, sixteen equations" ... "The tanh derivative shows up as an
+explicit 1 - i multiplied through." "a Python if that depends on the value of an array cannot
+be traced. It needs jax.lax.cond, and a loop whose length depends on data needs
+jax.lax.while_loop ... any side effect ... runs once at trace time and then never again."
+Protocol §4.4: make_jaxpr over the toy loss with x64 on and strongly typed f64 inputs.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from support import toy
+from support.jaxutil import x64
+
+FORWARD = ["dot_general", "add", "tanh", "dot_general", "add", "sub", "integer_pow"]
+
+
+def _jaxprs():
+    t = toy.draw()
+    with x64():
+        args = toy.jax_args(t)
+        return (jax.make_jaxpr(toy.jax_loss)(*args),
+                jax.make_jaxpr(jax.grad(toy.jax_loss))(*args))
+
+
+@pytest.fixture(scope="module")
+def jaxprs():
+    return _jaxprs()
+
+
+@pytest.mark.claim("JAX-04")
+def test_grad_returns_a_function_with_nothing_to_zero(claim):
+    t = toy.draw()
+    gfun = jax.grad(toy.jax_loss)
+    with x64():
+        args = toy.jax_args(t)
+        g1, g2 = gfun(*args), gfun(*args)
+    same = all(np.array_equal(g1[k], g2[k]) for k in g1)
+    claim.record("returns_callable", callable(gfun), stated=True)
+    claim.record("repeated_calls_identical", same, stated=True)
+    assert callable(gfun) and not isinstance(gfun, jax.Array)
+    assert same                                  # no accumulation between calls
+    assert not hasattr(args[0]["W"], "grad")     # no mutable .grad on the arrays
+
+
+@pytest.mark.claim("JAX-05")
+def test_gradient_has_the_structure_of_params(claim):
+    params = {"layer": {"W": jnp.ones((2, 3)), "b": jnp.zeros(2)}, "c": jnp.float32(0.5)}
+    f = lambda p: jnp.sum(jnp.tanh(p["layer"]["W"] @ jnp.ones(3) + p["layer"]["b"])) * p["c"]
+    g = jax.grad(f)(params)
+    same = jax.tree.structure(g) == jax.tree.structure(params)
+    shapes = jax.tree.map(lambda a, b: a.shape == b.shape, g, params)
+    claim.record("same_treedef", same, stated=True)
+    assert same and all(jax.tree.leaves(shapes))
+
+
+@pytest.mark.claim("JIT-09")
+def test_the_toy_loss_jaxpr_has_seven_equations(claim, jaxprs):
+    fwd, _ = jaxprs
+    prims = [e.primitive.name for e in fwd.jaxpr.eqns]
+    claim.record("n_equations", len(prims), stated=7, tol="exact")
+    claim.record("primitives", prims)
+    claim.record("integer_pow_param_y", fwd.jaxpr.eqns[-1].params.get("y"), stated=2, tol="exact")
+    text = str(fwd)
+    assert prims == FORWARD
+    assert "a:f64[3,4] b:f64[3] c:f64[] d:f64[3] e:f64[4] f:f64[]" in text
+    # the version-sensitive part (weak types): a Python-float y adds a convert_element_type
+    with x64():
+        p, x, _ = toy.jax_args(toy.draw())
+        weak = jax.make_jaxpr(toy.jax_loss)(p, x, 1.234)
+    claim.record("n_equations_with_python_float_y", len(weak.jaxpr.eqns))
+
+
+@pytest.mark.claim("JIT-10")
+def test_the_gradient_program_has_sixteen_equations(claim, jaxprs):
+    fwd, grad = jaxprs
+    n = len(grad.jaxpr.eqns)
+    claim.record("n_equations", n, stated=16, tol="exact")
+    claim.record("primitives", [e.primitive.name for e in grad.jaxpr.eqns])
+    # structure that holds across versions: forward and backward in one, longer program
+    prims = [e.primitive.name for e in grad.jaxpr.eqns]
+    assert n > len(fwd.jaxpr.eqns)
+    assert all(p in prims for p in ("tanh", "integer_pow", "mul"))
+    assert n == 16
+
+
+@pytest.mark.claim("JIT-11")
+def test_tanh_derivative_appears_as_one_minus_i_multiplied_through(claim, jaxprs):
+    _, grad = jaxprs
+    eqns = grad.jaxpr.eqns
+    tanh_out = next(e.outvars[0] for e in eqns if e.primitive.name == "tanh")
+    one_minus = [e for e in eqns if e.primitive.name == "sub"
+                 and any(getattr(v, "val", None) is not None and float(v.val) == 1.0
+                         for v in e.invars)
+                 and tanh_out in e.invars]
+    claim.record("one_minus_tanh_equations", len(one_minus), stated=1, tol="exact")
+    assert one_minus
+    used_in_mul = [e for e in eqns if e.primitive.name == "mul"
+                   and one_minus[0].outvars[0] in e.invars]
+    claim.record("multiplied_through", bool(used_in_mul), stated=True)
+    assert used_in_mul
+
+
+@pytest.mark.claim("JIT-12")
+def test_grad_of_grad_differentiates_twice(claim):
+    d2 = float(jax.grad(jax.grad(lambda x: x ** 3))(2.0))
+    claim.record("second_derivative_of_x3_at_2", d2, stated=12, tol="exact")
+    assert d2 == 12.0
+
+
+@pytest.mark.claim("JIT-13")
+def test_jit_compiles_through_xla(claim):
+    f = jax.jit(lambda x: jnp.tanh(x) * 2.0)
+    lowered = f.lower(jnp.ones(3))
+    text = lowered.as_text()
+    compiled = lowered.compile()
+    claim.record("lowered_dialect", "stablehlo" if "stablehlo" in text else text.split()[0])
+    claim.record("backend", jax.default_backend())
+    assert "stablehlo" in text or "HloModule" in text
+    assert np.allclose(compiled(jnp.ones(3)), np.tanh(1.0) * 2.0)
+
+
+@pytest.mark.claim("JIT-03")
+def test_python_if_on_a_traced_value_raises_under_jit(claim):
+    def f(x):
+        if x > 0:
+            return x * 2
+        return -x
+    with pytest.raises(jax.errors.ConcretizationTypeError) as err:
+        jax.jit(f)(1.0)
+    claim.record("error_class", type(err.value).__name__)
+    g = jax.jit(lambda x: jax.lax.cond(x > 0, lambda v: v * 2, lambda v: -v, x))
+    claim.record("lax_cond_results", [float(g(1.0)), float(g(-1.0))], stated=None)
+    assert float(g(1.0)) == 2.0 and float(g(-1.0)) == 1.0
+
+
+@pytest.mark.claim("JIT-05")
+def test_side_effects_run_at_trace_time_only(claim):
+    log = []
+
+    @jax.jit
+    def f(x):
+        log.append("traced")
+        print("side effect")
+        return x + 1
+    for _ in range(3):
+        f(jnp.ones(3))
+    claim.record("appends_after_three_calls", len(log), stated=1, tol="exact")
+    assert len(log) == 1
+    # and "then never again" only while the cache hits: a new shape traces again
+    f(jnp.ones(4))
+    claim.record("appends_after_new_shape", len(log))
+    assert len(log) == 2
+
+
+@pytest.mark.claim("JIT-14")
+def test_data_dependent_loop_needs_while_loop(claim):
+    def halve_python(x):
+        while x > 1.0:
+            x = x / 2
+        return x
+
+    def halve_lax(x):
+        return jax.lax.while_loop(lambda v: v > 1.0, lambda v: v / 2, x)
+    with pytest.raises(jax.errors.ConcretizationTypeError) as err:
+        jax.jit(halve_python)(10.0)
+    claim.record("python_while_error", type(err.value).__name__)
+    got, eager = float(jax.jit(halve_lax)(10.0)), halve_python(10.0)
+    claim.record("while_loop_result", got, stated=eager, tol="exact")
+    assert got == eager == 0.625
+
+
+@pytest.mark.claim("JIT-15")
+def test_jitted_function_cannot_modify_its_input(claim):
+    def bump(x):
+        x[0] = 1.0
+        return x
+    msgs = []
+    for f in (bump, jax.jit(bump)):
+        with pytest.raises(TypeError) as err:
+            f(jnp.zeros(3))
+        msgs.append(str(err.value).splitlines()[0][:80])
+    claim.record("errors", msgs)
+    arr = jnp.zeros(3)
+    out = jax.jit(lambda x: x.at[0].set(1.0))(arr)
+    assert float(arr[0]) == 0.0 and float(out[0]) == 1.0
+
+
+@pytest.mark.claim("JIT-24")
+@pytest.mark.parametrize("transform", ["jit", "make_jaxpr", "grad"])
+def test_value_dependent_if_cannot_be_traced_and_side_effects_run_once(claim, transform):
+    """'jax.grad ... traces ... a Python if that depends on the value ... cannot be traced',
+    'any side effect ... runs once at trace time and then never again'."""
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        if x > 0:
+            return x ** 3
+        return -x
+    wrap = {"jit": jax.jit, "make_jaxpr": jax.make_jaxpr, "grad": jax.grad}[transform]
+    try:
+        results = [wrap(f)(2.0), wrap(f)(-1.0), wrap(f)(2.0)]
+        traced = False
+        claim.record("results", [str(r) if transform == "make_jaxpr" else float(r)
+                                 for r in results])
+    except jax.errors.ConcretizationTypeError:
+        traced = True
+    claim.record("value_dependent_if_rejected", traced, stated=True)
+    claim.record("side_effect_runs", len(calls))
+    assert traced, f"jax.{transform} ran a value-dependent Python if"

@@ -1,0 +1,235 @@
+"""Lecture, "PyTorch records a tape" (Fig. 67) and the accumulation it implies.
+
+"every operation on it appends a node to a graph, and each node keeps a reference to whatever
+its backward rule will need." "Call backward() twice without clearing, and W.grad holds
+exactly twice the gradient; the demo measures a ratio of 2.0." Protocol §4.3: the toy network
+of §4.1 as float64 torch tensors, the graph walked from ``loss.grad_fn``. TAPE-22 is the
+"Missing zero_grad" story's sentence about what the gradient at step k is.
+"""
+import pytest
+import torch
+
+from support import toy
+from support.tolerances import Tol
+
+NODES = ["MvBackward0", "AddBackward0", "TanhBackward0", "DotBackward0", "AddBackward0",
+         "SubBackward0", "PowBackward0"]
+
+
+def graph(loss):
+    """Every node reachable from loss.grad_fn once, in creation order (post-order walk)."""
+    seen, order = set(), []
+
+    def walk(fn):
+        if fn is None or fn in seen:
+            return
+        seen.add(fn)
+        for nxt, _ in fn.next_functions:
+            walk(nxt)
+        order.append(fn)
+    walk(loss.grad_fn)
+    return order
+
+
+@pytest.fixture
+def tape():
+    return toy.torch_loss(toy.draw())
+
+
+@pytest.mark.claim("TAPE-01")
+def test_the_graph_is_whatever_python_ran_this_call(claim, capsys):
+    def f(x):
+        h = x * 2
+        print("intermediate", h)              # printing inside the forward pass just works
+        return h.exp() if h.sum() < 0 else h * 3
+    names = {}
+    for sign in (1.0, -1.0):
+        x = torch.tensor([sign], requires_grad=True)
+        names[sign] = type(f(x).grad_fn).__name__
+    printed = capsys.readouterr().out.count("intermediate")
+    claim.record("node_for_positive_input", names[1.0], stated="MulBackward0")
+    claim.record("node_for_negative_input", names[-1.0], stated="ExpBackward0")
+    claim.record("prints", printed, stated=2, tol="exact")
+    assert names[1.0] != names[-1.0]           # different inputs, different graphs
+    assert names == {1.0: "MulBackward0", -1.0: "ExpBackward0"} and printed == 2
+
+
+@pytest.mark.claim("TAPE-02")
+def test_the_graph_is_a_dag_ending_in_the_leaves_that_require_grad(claim, tape):
+    loss, lv = tape
+    nodes = graph(loss)
+    sinks = [n for n in nodes if not any(nf is not None for nf, _ in n.next_functions)]
+    leaf_vars = {id(n.variable) for n in sinks if hasattr(n, "variable")}
+    want = {id(lv[k]) for k in toy.PARAM_NAMES}
+    claim.record("n_sinks", len(sinks), stated=4, tol="exact")
+    claim.record("sinks_are_accumulate_grad",
+                 all(type(n).__name__ == "AccumulateGrad" for n in sinks), stated=True)
+    assert all(type(n).__name__ == "AccumulateGrad" for n in sinks)
+    assert leaf_vars == want
+    # acyclic: the post-order walk visits each node once, every edge points to an earlier node
+    pos = {n: i for i, n in enumerate(nodes)}
+    assert all(pos[nf] < pos[n] for n in nodes for nf, _ in n.next_functions if nf is not None)
+
+
+@pytest.mark.claim("TAPE-03")
+def test_the_toy_tape_has_seven_nodes(claim, tape):
+    loss, _ = tape
+    ops = [type(n).__name__ for n in graph(loss) if type(n).__name__ != "AccumulateGrad"]
+    claim.record("n_nodes", len(ops), stated=7, tol="exact")
+    claim.record("nodes", ops)
+    assert ops == NODES
+
+
+@pytest.mark.claim("TAPE-04")
+def test_each_node_saves_what_its_backward_rule_needs(claim, tape):
+    loss, lv = tape
+    nodes = [n for n in graph(loss) if type(n).__name__ != "AccumulateGrad"]
+    by = {}
+    for n in nodes:
+        by.setdefault(type(n).__name__, []).append(n)
+    a = torch.tanh(lv["W"].detach() @ lv["x"] + lv["b"].detach())
+    r = (lv["v"].detach() @ a + lv["c"].detach()) - lv["y"]
+    saved = {name: sorted(k for k in dir(ns[0]) if k.startswith("_saved_")) for name, ns in by.items()}
+    claim.record("saved_attributes", saved)
+    mv, tanh, dot, pow_ = by["MvBackward0"][0], by["TanhBackward0"][0], by["DotBackward0"][0], by["PowBackward0"][0]
+    checks = {
+        "Mv saves x": torch.equal(mv._saved_vec, lv["x"]) and mv._saved_self is None,
+        "Tanh saves its result": torch.equal(tanh._saved_result, a),
+        "Dot saves both operands": torch.equal(dot._saved_self, lv["v"].detach())
+        and torch.equal(dot._saved_tensor, a),
+        "Pow saves the residual": torch.allclose(pow_._saved_self, r, rtol=0, atol=1e-15),
+        # add/sub keep only the scalar alpha, no tensor
+        "add/sub save no tensor": all(
+            set(saved[k]) == {"_saved_alpha"} for k in ("AddBackward0", "SubBackward0")),
+    }
+    for k, v in checks.items():
+        claim.record(k, bool(v), stated=True)
+    assert all(checks.values())
+
+
+@pytest.mark.claim("TAPE-05")
+def test_the_tape_ends_in_four_accumulate_grad_leaves(claim, tape):
+    loss, lv = tape
+    acc = [n for n in graph(loss) if type(n).__name__ == "AccumulateGrad"]
+    claim.record("n_accumulate_grad", len(acc), stated=4, tol="exact")
+    ids = {id(n.variable) for n in acc}
+    assert len(acc) == 4
+    assert ids == {id(lv[k]) for k in toy.PARAM_NAMES}
+    assert id(lv["x"]) not in ids and id(lv["y"]) not in ids
+    assert not lv["x"].requires_grad and lv["x"].grad_fn is None
+
+
+@pytest.mark.claim("TAPE-06")
+def test_leaves_accumulate_into_grad(claim):
+    w = torch.tensor([1.5, -0.5], dtype=torch.float64, requires_grad=True)
+    x1, x2 = torch.tensor([2.0, 3.0], dtype=torch.float64), torch.tensor([-1.0, 4.0], dtype=torch.float64)
+    (w * x1).pow(2).sum().backward()
+    g1 = w.grad.clone()
+    (w * x2).pow(2).sum().backward()           # a different loss, no zeroing in between
+    g2 = (2 * w * x2 * x2).detach()
+    claim.record("grad_after_two", w.grad.tolist())
+    claim.record("g1_plus_g2", (g1 + g2).tolist())
+    assert torch.equal(w.grad, g1 + g2)        # +=, not overwrite
+    assert not torch.equal(w.grad, g2)
+
+
+@pytest.mark.claim("TAPE-07")
+def test_backward_twice_holds_exactly_twice_the_gradient(claim):
+    t = toy.draw()
+    loss, lv = toy.torch_loss(t)
+    loss.backward()
+    first = lv["W"].grad.clone()
+    # protocol §4.3: rebuild the same loss on the same leaves, backward again without zeroing
+    W, b, v, c, x, y = (lv[k] for k in ("W", "b", "v", "c", "x", "y"))
+    ((v @ torch.tanh(W @ x + b) + c - y) ** 2).backward()
+    ratio = (W.grad / first).mean().item()
+    claim.record("ratio", ratio, stated="2.0", tol="exact")
+    assert ratio == 2.0 and torch.equal(W.grad, 2 * first)
+    # the freed graph cannot be walked a second time
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+@pytest.mark.claim("TAPE-08")
+def test_zero_grad_clears_and_step_reads_grad(claim):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(4, 3)).sum().backward()
+    opt.zero_grad()
+    cleared = [p.grad for p in model.parameters()]
+    claim.record("grad_after_zero_grad", repr(cleared[0]), stated="None")
+    assert all(g is None or torch.count_nonzero(g) == 0 for g in cleared)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.step()                                  # nothing in .grad -> nothing to read
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()                                  # step uses .grad: p - lr * grad
+    assert all(torch.allclose(p, a - 0.1 * p.grad) for a, p in zip(before, model.parameters()))
+
+
+@pytest.mark.claim("TAPE-18")
+def test_training_holds_several_times_the_memory_of_running(claim):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    x = torch.randn(1024, 8)
+    params = {p.data_ptr() for p in model.parameters()}
+    saved = [0]
+
+    def pack(t):
+        if t.data_ptr() not in params:
+            saved[0] += t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    with torch.no_grad():
+        out = model(x)
+    ratio = saved[0] / (out.numel() * out.element_size())
+    claim.record("saved_bytes_with_grad", saved[0], unit="B")
+    claim.record("output_bytes_no_grad", out.numel() * out.element_size(), unit="B")
+    claim.record("ratio", ratio, stated=3, tol=Tol(
+        at_least=True, why="'several times': at least 3x"))
+    assert ratio >= 3
+
+
+@pytest.mark.claim("TAPE-20")
+def test_accumulation_is_gradient_accumulation_over_micro_batches(claim):
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 3, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    w = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    ((x @ w - y) ** 2).mean().backward()
+    full = w.grad.clone()
+    w.grad = None
+    k = 4
+    for xb, yb in zip(x.split(2), y.split(2)):
+        (((xb @ w - yb) ** 2).mean() / k).backward()
+    diff = (w.grad - full).abs().max().item()
+    claim.record("max_abs_diff", diff, stated=0, tol="float64:agreement")
+    assert diff <= 1e-15
+
+
+@pytest.mark.claim("TAPE-22")
+def test_without_zero_grad_the_step_uses_the_sum_of_every_earlier_gradient(claim):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    running = torch.zeros_like(model.weight)
+    worst = 0.0
+    for step in range(6):
+        # the fresh gradient at the current parameters, computed on a copy
+        probe = torch.nn.Linear(3, 1)
+        probe.load_state_dict(model.state_dict())
+        torch.nn.functional.mse_loss(probe(x), y).backward()
+        running += probe.weight.grad
+        torch.nn.functional.mse_loss(model(x), y).backward()   # no zero_grad
+        rel = ((model.weight.grad - running).abs().max() / running.abs().max()).item()
+        worst = max(worst, rel)
+        opt.step()
+    claim.record("max_rel_diff_to_running_sum", worst, stated=0,
+                 tol=Tol(
+                     atol=1e-6, why="float32 running sum vs float32 accumulation, 1e-6 rel"))
+    assert worst <= 1e-6
+    # negative control: the accumulated gradient is not the fresh one
+    assert not torch.allclose(model.weight.grad, probe.weight.grad)

@@ -1,0 +1,98 @@
+"""Lecture, "Reproducibility and random seeds" (and the randomness row of "Side by side").
+
+"In PyTorch, seeding torch, NumPy and Python's random covers the first three [initialization,
+shuffling, dropout masks]." "JAX has no global random state at all. Every random function takes
+a key as an argument, and you derive new keys with jax.random.split ... Reusing a key gives the
+same numbers again ... randomness that is an explicit value can be reproduced exactly,
+including inside jit and vmap." GPU non-determinism (RNG-06/08/09/11) is the GPU block's.
+"""
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+
+@pytest.mark.claim("RNG-01")
+def test_jax_random_has_no_global_generator(claim):
+    with pytest.raises(TypeError) as err:
+        jax.random.normal(shape=(3,))
+    has_seed = hasattr(jax.random, "seed")
+    claim.record("call_without_key", str(err.value))
+    claim.record("module_has_seed", has_seed, stated=False)
+    assert "key" in str(err.value) and not has_seed
+
+
+@pytest.mark.claim("RNG-02")
+def test_same_key_same_numbers(claim):
+    key = jax.random.key(42)
+    a, b = jax.random.normal(key, (5,)), jax.random.normal(key, (5,))
+    same = bool(jnp.array_equal(a, b))
+    claim.record("bitwise_equal", same, stated=True)
+    assert same
+
+
+@pytest.mark.claim("RNG-03")
+def test_split_keys_give_new_numbers(claim):
+    key = jax.random.key(42)
+    key2, sub = jax.random.split(key)
+    draws = [jax.random.normal(k, (5,)) for k in (key, key2, sub)]
+    distinct = not any(bool(jnp.array_equal(draws[i], draws[j]))
+                       for i in range(3) for j in range(i + 1, 3))
+    claim.record("draws_distinct", distinct, stated=True)
+    assert distinct
+
+
+@pytest.mark.claim("RNG-04")
+def test_explicit_keys_reproduce_inside_jit_and_vmap(claim):
+    f = lambda k: jax.random.normal(k, (4,)) * 2.0 + jax.random.uniform(k, (4,))
+    key = jax.random.key(7)
+    same_jit = bool(jnp.array_equal(jax.jit(f)(key), f(key)))
+    keys = jax.random.split(key, 5)
+    batched = jax.vmap(f)(keys)
+    looped = jnp.stack([f(k) for k in keys])
+    same_vmap = bool(jnp.array_equal(batched, looped))
+    claim.record("jit_equals_eager", same_jit, stated=True)
+    claim.record("vmap_equals_loop", same_vmap, stated=True)
+    assert same_jit and same_vmap
+
+
+@pytest.mark.claim("RNG-05")
+def test_torch_uses_a_global_generator_seeded_by_manual_seed(claim):
+    torch.manual_seed(3)
+    a = torch.randn(5)
+    b = torch.randn(5)                   # the hidden global state moved on
+    torch.manual_seed(3)
+    c = torch.randn(5)
+    claim.record("reseed_repeats", bool(torch.equal(a, c)), stated=True)
+    assert torch.equal(a, c) and not torch.equal(a, b)
+
+
+def _seeded_run(seed):
+    """Initialisation, DataLoader shuffling and dropout masks, all from the seeded generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    X = torch.from_numpy(np.random.normal(size=(96, 8)).astype(np.float32))
+    y = X.sum(1, keepdim=True) + float(random.random())
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                                torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=16,
+                                         shuffle=True)
+    for _ in range(2):
+        for xb, yb in loader:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(xb), yb).backward()
+            opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+@pytest.mark.claim("RNG-07")
+def test_seeding_torch_numpy_and_random_reproduces_a_run(claim):
+    a, b, c = _seeded_run(0), _seeded_run(0), _seeded_run(1)
+    claim.record("same_seed_bitwise_equal", bool(torch.equal(a, b)), stated=True)
+    claim.record("other_seed_differs", not torch.equal(a, c))
+    assert torch.equal(a, b) and not torch.equal(a, c)

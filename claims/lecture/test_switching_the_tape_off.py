@@ -1,0 +1,268 @@
+"""Lecture, "Switching the tape off" (and the sheet's autograd rules that say the same).
+
+"each recorded operation holds its inputs in memory until backward() consumes them or the last
+reference to the graph disappears." "Writing W -= lr * W.grad raises a leaf Variable that
+requires grad is being used in an in-place operation." "torch.inference_mode(), a stricter and
+slightly faster variant whose outputs can never re-enter a graph." "jax.lax.stop_gradient(x)
+passes x through unchanged while telling grad to treat it as a constant." The MB figures of
+this section are MEM-*; the inference_mode timing is TAPE-23 (performance block).
+"""
+import gc
+import inspect
+import time
+import weakref
+
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from support.tolerances import Tol
+
+
+def _mlp(width=256):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, 1))
+
+
+@pytest.mark.claim("TAPE-09")
+def test_no_grad_records_nothing_and_backward_raises(claim):
+    w = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        out = (w * 2).sum()
+    claim.record("requires_grad", out.requires_grad, stated=False)
+    claim.record("grad_fn", repr(out.grad_fn), stated="None")
+    with pytest.raises(RuntimeError) as err:
+        out.backward()
+    claim.record("message", str(err.value))
+    assert out.grad_fn is None and not out.requires_grad
+    assert "does not require grad" in str(err.value)
+    # negative control: the same expression outside no_grad is recorded
+    assert (w * 2).sum().grad_fn is not None
+
+
+@pytest.mark.claim("TAPE-10")
+def test_in_place_update_of_a_leaf_outside_no_grad_raises(claim):
+    w = torch.randn(3, requires_grad=True)
+    (w ** 2).sum().backward()
+    with pytest.raises(RuntimeError) as err:
+        w -= 0.1 * w.grad
+    msg = str(err.value)
+    phrase = "a leaf Variable that requires grad is being used in an in-place operation"
+    claim.record("message", msg)
+    claim.record("contains_phrase", phrase in msg, stated=True)
+    assert phrase in msg
+
+
+@pytest.mark.claim("TAPE-11")
+def test_in_place_update_is_legal_under_no_grad_as_in_optimizer_step(claim):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    manual = torch.nn.Linear(4, 2)
+    manual.load_state_dict(model.state_dict())
+    x = torch.randn(8, 4)
+    for m in (model, manual):
+        m(x).pow(2).sum().backward()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    with torch.no_grad():
+        for p in manual.parameters():
+            p -= 0.1 * p.grad
+    # step computes p.add_(g, alpha=-lr), the manual line p - (lr * g): equal up to one rounding
+    diff = max((a - b).abs().max().item() for a, b in zip(model.parameters(), manual.parameters()))
+    claim.record("max_abs_diff_step_vs_manual", diff)
+    same = diff <= 1e-7
+    leaves = all(p.is_leaf and p.grad_fn is None and p.requires_grad for p in model.parameters())
+    src = inspect.getsource(torch.optim.SGD)
+    claim.record("step_equals_manual_no_grad_update", same, stated=True)
+    claim.record("params_stay_leaves", leaves, stated=True)
+    claim.record("step_decorated_use_grad_for_differentiable",
+                 "_use_grad_for_differentiable" in src,
+                 note="internal decorator that sets grad mode off (differentiable=False)")
+    assert same and leaves
+    # what step() switches off: the same in-place update with grad mode on is the error of TAPE-10
+    # grad mode as seen by the update kernels inside step()
+    seen = []
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    import importlib
+    sgd_mod = importlib.import_module("torch.optim.sgd")
+    names = [n for n in ("_single_tensor_sgd", "_multi_tensor_sgd") if hasattr(sgd_mod, n)]
+    origs = {n: getattr(sgd_mod, n) for n in names}
+
+    def spy(orig):
+        def inner(*a, **k):
+            seen.append(torch.is_grad_enabled())
+            return orig(*a, **k)
+        return inner
+    for n in names:
+        setattr(sgd_mod, n, spy(origs[n]))
+    try:
+        model(x).sum().backward()
+        opt.step()
+    finally:
+        for n in names:
+            setattr(sgd_mod, n, origs[n])
+    claim.record("grad_enabled_inside_step", seen if seen else "not observed")
+    assert seen and not any(seen)
+
+
+@pytest.mark.claim("TAPE-12")
+def test_no_grad_saves_memory_and_time(claim):
+    model = _mlp()
+    x = torch.randn(2048, 32)
+    saved = {"grad": 0, "no_grad": 0}
+    params = {p.data_ptr() for p in model.parameters()}
+
+    def counter(mode):
+        def pack(t):
+            if t.data_ptr() not in params:
+                saved[mode] += t.numel() * t.element_size()
+            return t
+        return pack
+    with torch.autograd.graph.saved_tensors_hooks(counter("grad"), lambda t: t):
+        model(x)
+    with torch.no_grad(), torch.autograd.graph.saved_tensors_hooks(counter("no_grad"), lambda t: t):
+        model(x)
+
+    # interleaved, min of 15 each: the shared runner's load hits both arms alike
+    t = {"grad": [], "no_grad": []}
+    for _ in range(15):
+        for arm in t:
+            with torch.set_grad_enabled(arm == "grad"):
+                t0 = time.perf_counter()
+                model(x)
+                t[arm].append(time.perf_counter() - t0)
+    t_grad, t_nograd = min(t["grad"]), min(t["no_grad"])
+    claim.record("saved_bytes_grad", saved["grad"], unit="B")
+    claim.record("saved_bytes_no_grad", saved["no_grad"], stated=0, tol="exact", unit="B")
+    claim.record("time_ratio_no_grad_over_grad", t_nograd / t_grad, stated=1.0,
+                 tol=Tol(at_most=True, atol=0.2, why="'saves time': not slower, within 20 % "
+                         "(min of 15 interleaved, shared 2-core CPU)"))
+    assert saved["no_grad"] == 0 and saved["grad"] > 0
+    assert t_nograd <= 1.2 * t_grad
+
+
+@pytest.mark.claim("TAPE-14")
+def test_frozen_parameters_get_no_gradient(claim):
+    model = _mlp(16)
+    frozen = list(model[0].parameters())
+    for p in frozen:
+        p.requires_grad_(False)
+    model(torch.randn(4, 32)).sum().backward()
+    claim.record("frozen_grads", [repr(p.grad) for p in frozen], stated=None)
+    assert all(p.grad is None for p in frozen)
+    assert all(p.grad is not None for p in model[2].parameters())
+
+
+@pytest.mark.claim("TAPE-15")
+@pytest.mark.parametrize("use", ["saved_by_mul", "add_saves_nothing"])
+def test_inference_mode_outputs_never_re_enter_a_graph(claim, use):
+    w = torch.randn(3, requires_grad=True)
+    with torch.inference_mode():
+        it = torch.randn(3) * 2
+    claim.record("is_inference", it.is_inference(), stated=True)
+    try:
+        out = (it * w).sum() if use == "saved_by_mul" else (it + w).sum()
+        out.backward()
+        entered = True
+    except RuntimeError as exc:
+        entered = False
+        claim.record("message", str(exc).splitlines()[0])
+    claim.record("re_entered_a_graph", entered, stated=False)
+    # stricter than no_grad: a no_grad tensor can be saved for backward
+    with torch.no_grad():
+        ng = torch.randn(3) * 2
+    (ng * w).sum().backward()
+    assert not entered, "an inference-mode tensor took part in a graph and backpropagated"
+
+
+@pytest.mark.claim("TAPE-16")
+@pytest.mark.parametrize("mode", ["tensor", "item", "no_grad"])
+def test_a_referenced_loss_keeps_its_graph_alive(claim, mode):
+    """total += loss keeps every batch's graph; .item() leaves the last; no_grad leaves none."""
+    model = _mlp(64)
+    batches = 20
+
+    class Held:                      # a saved activation, tracked by a weak reference
+        def __init__(self, t):
+            self.t = t
+    alive = weakref.WeakSet()
+    params = {p.data_ptr() for p in model.parameters()}
+
+    def pack(t):
+        if t.data_ptr() in params:   # weights are alive anyway; count activations only
+            return t
+        # detach: a saved output would otherwise point back at its own node (a cycle the
+        # garbage collector cannot see through autograd's C++ graph)
+        h = Held(t.detach())
+        alive.add(h)
+        return h
+
+    def unpack(h):
+        return h.t if isinstance(h, Held) else h
+    total, one = 0.0, None
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        for i in range(batches):
+            x = torch.randn(32, 32)
+            if mode == "no_grad":
+                with torch.no_grad():
+                    loss = model(x).pow(2).mean()
+            else:
+                loss = model(x).pow(2).mean()
+            if one is None:
+                one = len(alive)     # what one batch's graph holds
+            total += loss if mode == "tensor" else loss.item()
+    gc.collect()
+    held = len(alive)
+    per_graph = max(one, 1)
+    claim.record("saved_activations_alive_after_loop", held)
+    claim.record("saved_activations_per_batch_graph", one)
+    stated = {"tensor": batches, "item": 1, "no_grad": 0}[mode]
+    claim.record("graphs_alive", held / per_graph, stated=stated, tol="exact",
+                 note=f"{batches} batches")
+    assert held == stated * one
+    if mode != "no_grad":
+        assert one > 0
+
+
+@pytest.mark.claim("TAPE-17")
+def test_saved_inputs_are_held_until_backward_consumes_them(claim):
+    w = torch.randn(3, requires_grad=True)
+    out = torch.tanh(w)
+    before = out.grad_fn._saved_result
+    claim.record("saved_before_backward", bool(torch.equal(before, out)), stated=True)
+    out.sum().backward()
+    with pytest.raises(RuntimeError) as err:
+        out.grad_fn._saved_result
+    claim.record("after_backward", str(err.value).splitlines()[0])
+    assert "freed" in str(err.value)
+    # ... or until the graph's last reference disappears: the saved tensor is then released
+    w2 = torch.randn(3, requires_grad=True)
+    out2 = torch.tanh(w2 * 1.0)
+    ref = weakref.ref(out2.grad_fn._saved_result)
+    del out2
+    gc.collect()
+    assert ref() is None
+
+
+@pytest.mark.claim("JAX-03")
+def test_stop_gradient_passes_the_value_and_blocks_the_gradient(claim):
+    import jax
+    import jax.numpy as jnp
+    x = jnp.float32(2.0)
+    same = bool(jax.lax.stop_gradient(x) == x)
+    g = float(jax.grad(lambda x: jax.lax.stop_gradient(x) ** 2 + 3 * x)(x))
+    g_plain = float(jax.grad(lambda x: x ** 2 + 3 * x)(x))
+    claim.record("value_unchanged", same, stated=True)
+    claim.record("grad_at_2", g, stated=3, tol="exact")
+    claim.record("grad_without_stop_gradient", g_plain)
+    assert same and g == 3.0 and g_plain == 7.0
+
+    # for any x and any weight on the stopped term: the term contributes its value, not its slope
+    h = jax.grad(lambda x, k: k * jax.lax.stop_gradient(x) ** 2 + 3 * x)
+
+    @given(st.floats(-100, 100, width=32), st.floats(-10, 10, width=32))
+    def prop(xv, k):
+        assert float(h(jnp.float32(xv), jnp.float32(k))) == 3.0
+        assert float(jax.lax.stop_gradient(jnp.float32(xv))) == float(jnp.float32(xv))
+    prop()

@@ -1,0 +1,307 @@
+"""Lecture, "Tensors, shapes, and dtypes" (and the shape-bug story's sentences about the
+broadcast loss, L:321-327, and the notebook warning of L:11).
+
+"it is immutable: x[0] = 1.0 raises a TypeError, and x = x.at[0].set(1.0) returns a new array."
+"An operation between a (N, 1) and a (N,) array broadcasts into (N, N) ... It raises no error."
+"reshape may return a view sharing storage, clone does not, and mutating a view mutates the
+original." "an in-place operation on a tensor needed for the backward pass raises a helpful
+error." "Every built-in module in PyTorch expects input shaped (N, ...)." "PyTorch reports mat1
+and mat2 shapes cannot be multiplied (32x8 and 64x1)." "A read is clamped to the last valid
+element, so jnp.arange(3.0)[10] returns 2.0, and an out-of-bounds write is silently dropped."
+"""
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from support.tolerances import Tol
+
+N = st.integers(min_value=1, max_value=64)
+
+
+# ----------------------------------------------------------------------------- arrays
+@pytest.mark.claim("JAX-02")
+def test_jax_arrays_are_immutable(claim):
+    x = jnp.zeros(3)
+    with pytest.raises(TypeError) as err:
+        x[0] = 1.0
+    y = x.at[0].set(1.0)
+    claim.record("error", str(err.value).splitlines()[0][:100])
+    claim.record("original_after_at_set", np.asarray(x).tolist(), stated=None)
+    assert np.array_equal(x, np.zeros(3)) and float(y[0]) == 1.0 and y is not x
+
+
+@pytest.mark.claim("JAX-14")
+def test_jax_array_has_a_device_a_float32_default_and_no_grad(claim):
+    from support.jaxutil import x64_enabled
+    assert not x64_enabled(), "x64 leaked into a default-dtype claim"
+    a = jnp.array([1.0])
+    claim.record("jax_default", str(a.dtype), stated="float32")
+    claim.record("numpy_default", str(np.array([1.0]).dtype), stated="float64")
+    assert a.dtype == jnp.float32 and np.array([1.0]).dtype == np.float64
+    assert len(a.devices()) == 1
+    assert not hasattr(a, "grad") and not hasattr(a, "requires_grad")
+    # differentiable through a transformation of the function instead
+    assert float(jax.grad(lambda v: (v ** 2).sum())(a)[0]) == 2.0
+
+
+# ----------------------------------------------------------------------------- shapes
+@pytest.mark.claim("SHAPE-01")
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_n_by_1_with_n_broadcasts_to_n_by_n(claim, framework):
+    if framework == "torch":
+        run = lambda n: tuple((torch.zeros(n, 1) - torch.zeros(n)).shape)
+    else:
+        # JAX's shape rule by abstract evaluation (a concrete run would compile once per N)
+        run = lambda n: tuple(jax.eval_shape(
+            lambda a, b: a - b, jax.ShapeDtypeStruct((n, 1), jnp.float32),
+            jax.ShapeDtypeStruct((n,), jnp.float32)).shape)
+        assert (jnp.zeros((5, 1)) - jnp.zeros(5)).shape == (5, 5)
+
+    @given(N)
+    def prop(n):
+        assert run(n) == (n, n)
+    prop()
+    claim.record("shape_for_n5", list(run(5)), stated=[5, 5])
+
+
+@pytest.mark.claim("SHAPE-02")
+def test_reshape_views_share_storage_clone_does_not(claim):
+    x = torch.arange(6.0)
+    view = x.reshape(2, 3)
+    copy = x.clone()
+    shares = view.data_ptr() == x.data_ptr()
+    view[0, 0] = 100.0
+    claim.record("reshape_shares_storage", shares, stated=True)
+    claim.record("write_through_view_visible", float(x[0]) == 100.0, stated=True)
+    claim.record("clone_shares_storage", copy.data_ptr() == x.data_ptr(), stated=False)
+    assert shares and float(x[0]) == 100.0
+    assert copy.data_ptr() != x.data_ptr() and float(copy[0]) == 0.0
+    # "may": a non-contiguous input makes reshape copy
+    t = torch.arange(6.0).reshape(2, 3).t()
+    assert t.reshape(6).data_ptr() != t.data_ptr()
+
+
+@pytest.mark.claim("TAPE-19")
+def test_in_place_change_of_a_saved_tensor_raises_a_helpful_error(claim):
+    w = torch.randn(3, requires_grad=True)
+    a = torch.tanh(w)           # tanh saves its output
+    a.mul_(2)
+    with pytest.raises(RuntimeError) as err:
+        a.sum().backward()
+    claim.record("message", str(err.value).splitlines()[0][:200])
+    assert "modified by an inplace operation" in str(err.value)
+
+
+MODULES = {
+    "Linear": (lambda: torch.nn.Linear(8, 4), (5, 8)),
+    "Conv1d": (lambda: torch.nn.Conv1d(3, 4, 3), (5, 3, 10)),
+    "Conv2d": (lambda: torch.nn.Conv2d(3, 4, 3), (5, 3, 10, 10)),
+    "LSTM": (lambda: torch.nn.LSTM(8, 4), (5, 7, 8)),
+    "GRU": (lambda: torch.nn.GRU(8, 4), (5, 7, 8)),
+    "MultiheadAttention": (lambda: torch.nn.MultiheadAttention(8, 2), (5, 7, 8)),
+    "TransformerEncoderLayer": (lambda: torch.nn.TransformerEncoderLayer(8, 2, 16), (5, 7, 8)),
+}
+
+
+@pytest.mark.claim("SHAPE-03")
+@pytest.mark.parametrize("module", list(MODULES))
+def test_every_builtin_module_expects_batch_first(claim, module):
+    """Feed a batch of N=5 laid out (N, ...): the output's first axis must be the batch."""
+    torch.manual_seed(0)
+    make, shape = MODULES[module]
+    m = make().eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        out = m(x, x, x) if module == "MultiheadAttention" else m(x)
+    out = out[0] if isinstance(out, tuple) else out
+    batch_first = getattr(m, "batch_first", None)
+    claim.record("batch_first_attribute", repr(batch_first))
+    # a seq-first module mixes the 5 "examples" along its sequence axis: perturbing example 0
+    # changes the outputs of the others
+    x2 = x.clone()
+    x2[0] += 1.0
+    with torch.no_grad():
+        out2 = m(x2, x2, x2) if module == "MultiheadAttention" else m(x2)
+    out2 = out2[0] if isinstance(out2, tuple) else out2
+    independent = torch.allclose(out[1:], out2[1:])
+    claim.record("examples_independent_along_axis_0", independent, stated=True)
+    assert out.shape[0] == 5 and independent
+
+
+@pytest.mark.claim("SHAPE-04")
+def test_a_batch_first_slice_is_one_contiguous_slab(claim):
+    X = torch.randn(100, 3, 8, 8)
+    batch = X[10:42]
+    claim.record("slice_contiguous", batch.is_contiguous(), stated=True)
+    claim.record("feature_slice_contiguous", X[:, 0].is_contiguous(), stated=False)
+    assert batch.is_contiguous()
+    assert batch.data_ptr() == X.data_ptr() + 10 * X[0].numel() * X.element_size()
+    assert not X[:, 0].is_contiguous()     # the other axis is not one slab
+
+
+@pytest.mark.claim("SHAPE-05")
+def test_skipped_first_layer_gives_the_quoted_shape_error(claim):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    with pytest.raises(RuntimeError) as err:
+        model[2](torch.randn(32, 8))
+    claim.record("message", str(err.value))
+    assert "mat1 and mat2 shapes cannot be multiplied (32x8 and 64x1)" in str(err.value)
+    assert model(torch.randn(32, 8)).shape == (32, 1)
+
+
+@pytest.mark.claim("SHAPE-06")
+def test_linear_stores_out_by_in_and_computes_x_w_transposed(claim):
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 1)
+    x = torch.randn(32, 64)
+    diff = (layer(x) - (x @ layer.weight.T + layer.bias)).abs().max().item()
+    claim.record("weight_shape", list(layer.weight.shape), stated=[1, 64])
+    claim.record("max_abs_diff", diff, stated=0, tol="float32:network")
+    assert tuple(layer.weight.shape) == (1, 64) and diff <= 1e-6
+
+
+_read = jax.jit(lambda a, i: a[i])       # a traced index
+
+
+@pytest.mark.claim("JAX-09")
+@pytest.mark.parametrize("where", ["static", "traced"])
+def test_out_of_bounds_reads_clamp(claim, where):
+    read = (lambda a, i: a[i]) if where == "static" else _read
+    got = float(read(jnp.arange(3.0), 10))
+    claim.record("arange3_at_10", got, stated=2.0, tol="exact")
+    assert got == 2.0
+
+    # any index and length (a few lengths: each new length is a compile); indices from -100 to
+    # 100 clamp into range after Python's negative wrap-around
+    @given(st.sampled_from([1, 2, 3, 7]), st.integers(-100, 100))
+    def prop(n, i):
+        a = jnp.arange(float(n))
+        want = float(min(i, n - 1)) if i >= 0 else float(max(i + n, 0))
+        assert float(_read(a, i)) == want
+    if where == "traced":
+        prop()
+    else:
+        for n, i in [(3, 3), (3, 10**6), (1, 5), (3, -100)]:
+            want = float(min(i, n - 1)) if i >= 0 else float(max(i + n, 0))
+            assert float(jnp.arange(float(n))[i]) == want
+
+
+@pytest.mark.claim("JAX-10")
+def test_out_of_bounds_writes_are_dropped(claim):
+    out = jnp.arange(3.0).at[10].set(99.0)
+    claim.record("after_write_at_10", np.asarray(out).tolist(), stated=None)
+    assert np.array_equal(out, [0.0, 1.0, 2.0])
+    # negative control: an in-bounds write lands
+    assert float(jnp.arange(3.0).at[2].set(99.0)[2]) == 99.0
+
+
+# ----------------------------------------------------------------------------- shape-bug story
+def _mse_warnings(pred, target):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = torch.nn.MSELoss()(pred, target)
+    return loss, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+@pytest.mark.claim("SHAPE-08")
+def test_mse_of_64x1_against_64_is_the_all_pairs_mean(claim):
+    torch.manual_seed(0)
+    pred, y = torch.randn(64, 1), torch.randn(64)
+    loss, _ = _mse_warnings(pred, y)
+    pairs = ((pred - y[None, :]) ** 2)
+    claim.record("broadcast_shape", list((pred - y).shape), stated=[64, 64])
+    claim.record("diff_to_all_pairs_mean", abs(loss.item() - pairs.mean().item()), stated=0,
+                 tol="float32:network")
+    assert tuple((pred - y).shape) == (64, 64)
+    assert abs(loss.item() - pairs.mean().item()) <= 1e-6
+    assert abs(loss.item() - ((pred[:, 0] - y) ** 2).mean().item()) > 1e-3
+
+
+@pytest.mark.claim("SHAPE-09")
+def test_all_pairs_mse_is_minimised_by_the_batch_mean(claim):
+    @given(st.integers(0, 2**32 - 1), st.integers(2, 50))
+    def prop(seed, n):
+        rng = np.random.default_rng(seed)
+        y = torch.tensor(rng.normal(size=n) * 10)
+        p = torch.full((n, 1), y.mean().item(), dtype=torch.float64, requires_grad=True)
+        loss = ((p - y[None, :]) ** 2).mean()
+        loss.backward()
+        gmax = p.grad.abs().max().item()
+        claim.record("max_grad_at_mean", gmax, reduce="max")
+        assert gmax <= 1e-9
+        other = torch.tensor(rng.normal(size=(n, 1)) * 10)
+        assert loss.item() <= ((other - y[None, :]) ** 2).mean().item()
+    prop()
+    claim.record("worst_grad_at_mean", claim.measurements["max_grad_at_mean"]["value"],
+                 stated=0, tol=Tol(atol=1e-9, why="float64 gradient at the optimum, 1e-9"))
+
+
+WARNING_PREFIX = ("Using a target size (torch.Size([64])) that is different to the input size "
+                  "(torch.Size([64, 1])). This will likely lead to incorrect results")
+
+
+@pytest.mark.claim("SHAPE-10")
+def test_mse_warns_about_the_target_size(claim):
+    _, msgs = _mse_warnings(torch.randn(64, 1), torch.randn(64))
+    claim.record("warning", msgs[0] if msgs else "")
+    assert len(msgs) == 1 and msgs[0].startswith(WARNING_PREFIX)
+
+
+@pytest.mark.claim("SHAPE-11")
+def test_the_warning_fires_once_per_batch_1560_times(claim, concrete):
+    """Two epochs of the story's run (train(target_2d=False)) give the per-epoch count; the
+    120-epoch figure is that count times 120 (the full run costs ~10-40 s on this runner)."""
+    from support.train_torch import train
+    res = train(concrete, fold=0, seed=0, epochs=2, target_2d=False)
+    n = sum(m.startswith("Using a target size") for m in res.warnings)
+    per_epoch = n / 2
+    claim.record("warnings_in_2_epochs", n)
+    claim.record("batches_per_epoch", res.steps / 2, stated=13, tol="exact")
+    claim.record("warnings_in_120_epochs", int(per_epoch * 120), stated="1,560", tol="exact",
+                 note="per-epoch count measured over 2 epochs, times 120")
+    assert n == res.steps                # once per batch, every batch
+    assert per_epoch * 120 == 1560
+    # negative control: the fixed loop warns nothing
+    assert not train(concrete, fold=0, seed=0, epochs=1, target_2d=True).warnings
+
+
+@pytest.mark.claim("SHAPE-12")
+def test_a_repeated_warning_is_shown_once(claim):
+    """Python's default filter shows a warning once per call site; a notebook uses it too."""
+    counts = {}
+    for action in ("default", "always"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.resetwarnings()
+            warnings.simplefilter(action)
+            for _ in range(5):
+                torch.nn.MSELoss()(torch.randn(64, 1), torch.randn(64))
+        counts[action] = sum("Using a target size" in str(w.message) for w in caught)
+    claim.record("times_shown_for_5_calls", counts["default"], stated=1, tol="exact")
+    claim.record("times_with_always_filter", counts["always"])
+    assert counts["default"] == 1 and counts["always"] == 5
+
+
+@pytest.mark.claim("SHAPE-13")
+@pytest.mark.parametrize("fix", ["target_y[:, None]", "pred.squeeze()"])
+def test_matching_shapes_removes_the_warning(claim, fix):
+    torch.manual_seed(0)
+    pred, y = torch.randn(64, 1), torch.randn(64)
+    loss, msgs = _mse_warnings(*((pred, y[:, None]) if fix.startswith("target") else
+                                 (pred.squeeze(), y)))
+    elementwise = ((pred[:, 0] - y) ** 2).mean()
+    claim.record("warnings", len(msgs), stated=0, tol="exact")
+    assert not msgs and torch.allclose(loss, elementwise, rtol=0, atol=0)
+
+
+@pytest.mark.claim("SHAPE-14")
+def test_a_shape_assertion_catches_the_bug_on_the_first_batch(claim):
+    pred, target = torch.randn(64, 1), torch.randn(64)
+    with pytest.raises(AssertionError):
+        assert pred.shape == target.shape
+    claim.record("caught", True, stated=True)
+    assert pred.shape == target[:, None].shape

@@ -1,0 +1,222 @@
+"""Sheet, "Key ideas" (eager vs compiled, tracing, random numbers in JAX, autograd rules,
+mixed precision) and "Common pitfalls" - the sentences that only the sheet makes.
+
+"jax.jit runs the Python function once with tracers that carry only shapes and dtypes. A Python
+if on a traced value therefore raises an error (use jax.lax.cond or a static argument) ... the
+compiled code is cached, so calling again with arrays of the same shapes and dtypes reuses it,
+while a new shape or dtype (or a new value of a static argument) triggers a new trace.
+torch.jit.trace, now deprecated in favour of torch.compile and torch.export, records only the
+branch taken by the example input and replays it on every input." "x.detach() shares the values
+but is cut from the graph." "floating-point addition is not associative." "bfloat16 keeps
+float32's 8 exponent bits and hence its range."
+"""
+import importlib
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from hypothesis import find, given, strategies as st
+
+from support.tolerances import Tol
+
+
+@pytest.mark.claim("FW-01")
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_framework_supplies_the_pieces(claim, framework):
+    if framework == "torch":
+        pieces = {"tensors_on_devices": hasattr(torch, "device") and hasattr(torch, "cuda"),
+                  "autodiff": hasattr(torch, "autograd"),
+                  "layers": hasattr(torch.nn, "Linear"), "losses": hasattr(torch.nn, "MSELoss"),
+                  "optimizers": hasattr(torch.optim, "Adam"),
+                  "data_loading": hasattr(importlib.import_module("torch.utils.data"), "DataLoader"),
+                  "save": hasattr(torch, "save"),
+                  "export": hasattr(torch, "export") and hasattr(torch, "onnx")}
+    else:
+        optax = pytest.importorskip("optax")
+        pieces = {"tensors_on_devices": bool(jax.devices()), "autodiff": hasattr(jax, "grad"),
+                  "layers_losses": hasattr(jax.nn, "relu") and hasattr(optax, "l2_loss"),
+                  "optimizers": hasattr(optax, "adam"), "export": hasattr(jax, "export")}
+    claim.record("pieces", pieces)
+    assert all(pieces.values()), [k for k, v in pieces.items() if not v]
+
+
+# ----------------------------------------------------------------------------- tracing
+@pytest.mark.claim("JIT-02")
+def test_jit_traces_with_shape_and_dtype_only(claim):
+    seen = []
+
+    @jax.jit
+    def f(x):
+        seen.append((repr(x), isinstance(x, jax.core.Tracer)))
+        return x * 2
+    f(jnp.array([1.5, 2.5, 3.5], dtype=jnp.float32))
+    text, is_tracer = seen[0]
+    claim.record("printed_argument", text)
+    assert is_tracer and "float32[3]" in text
+    assert "1.5" not in text                 # no values, only the abstract shape/dtype
+
+
+@pytest.mark.claim("JIT-04")
+def test_static_argument_makes_the_python_if_legal(claim):
+    def f(x, n):
+        if n > 0:
+            return x * n
+        return -x
+    g = jax.jit(f, static_argnums=1)
+    got = [float(g(2.0, 3)), float(g(2.0, -1))]
+    claim.record("results", got, stated=None)
+    assert got == [6.0, -2.0]
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(f)(2.0, 3)                   # the same function, n traced
+
+
+@pytest.mark.claim("JIT-06")
+def test_new_shape_dtype_or_static_value_retraces(claim):
+    traces = []
+
+    def f(x, k):
+        traces.append(1)
+        return x * k
+    g = jax.jit(f, static_argnums=1)
+    counts = []
+    for x, k in [(jnp.ones(3), 2), (jnp.zeros(3), 2), (jnp.ones(4), 2),
+                 (jnp.ones(4, dtype=jnp.int32), 2), (jnp.ones(4, dtype=jnp.int32), 5)]:
+        g(x, k)
+        counts.append(len(traces))
+    claim.record("trace_counts", counts, stated=None,
+                 note="calls: f32[3]; f32[3] again; f32[4]; i32[4]; i32[4] with k=5")
+    assert counts == [1, 1, 2, 3, 4]
+
+
+@pytest.mark.claim("JIT-07")
+def test_torch_jit_trace_is_deprecated_for_compile_and_export(claim):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.jit.trace(lambda x: x * 2, torch.ones(2))
+    dep = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    claim.record("deprecation_warning", dep[0] if dep else "")
+    assert dep and "torch.compile" in dep[0] and "torch.export" in dep[0]
+
+
+def _branchy(x):
+    return x * 2 if x.sum() > 0 else -x
+
+
+@pytest.mark.claim("JIT-08")
+def test_torch_jit_trace_replays_the_branch_of_its_example(claim):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traced = torch.jit.trace(_branchy, torch.ones(3))
+    tracer_warnings = [w for w in caught if "TracerWarning" in w.category.__name__]
+    got, eager = traced(-torch.ones(3)), _branchy(-torch.ones(3))
+    claim.record("traced_on_minus_ones", got.tolist(), stated=[-2.0, -2.0, -2.0])
+    claim.record("eager_on_minus_ones", eager.tolist())
+    claim.record("tracer_warnings", len(tracer_warnings))
+    assert torch.equal(got, -2 * torch.ones(3)) and torch.equal(eager, torch.ones(3))
+    assert tracer_warnings
+
+
+@pytest.mark.claim("JIT-23")
+@pytest.mark.parametrize("how", ["lax.cond", "python_if"])
+def test_data_dependent_branches_need_framework_control_flow(claim, how):
+    if how == "lax.cond":
+        f = jax.jit(lambda x: jax.lax.cond(x > 0, lambda v: v * 2, lambda v: -v, x))
+        got = [float(f(3.0)), float(f(-3.0))]
+        claim.record("results", got, stated=None)
+        assert got == [6.0, 3.0]
+    else:
+        with pytest.raises(jax.errors.ConcretizationTypeError):
+            jax.jit(lambda x: x * 2 if x > 0 else -x)(3.0)
+        claim.record("python_if_under_jit", "ConcretizationTypeError")
+
+
+# ----------------------------------------------------------------------------- autograd rules
+@pytest.mark.claim("TAPE-13")
+def test_detach_shares_values_but_leaves_the_graph(claim):
+    w = torch.tensor([2.0, -1.0], requires_grad=True)
+    d = w.detach()
+    claim.record("same_storage", d.data_ptr() == w.data_ptr(), stated=True)
+    claim.record("requires_grad", d.requires_grad, stated=False)
+    assert d.data_ptr() == w.data_ptr() and not d.requires_grad and d.grad_fn is None
+    with torch.no_grad():
+        d[0] = 5.0
+    assert w.detach()[0].item() == 5.0       # shared values: the change shows in w
+    # treated as a constant: the sheet's own example, y = w.detach()**2 + 3w at w=2 -> 3
+    v = torch.tensor(2.0, requires_grad=True)
+    (v.detach() ** 2 + 3 * v).backward()
+    claim.record("grad_of_detached_square_plus_3w", v.grad.item(), stated=3, tol="exact")
+    assert v.grad.item() == 3.0
+
+    # for any value and weight: the detached term is a constant to autograd
+    @given(st.floats(-100, 100), st.floats(-10, 10))
+    def prop(x, k):
+        u = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+        (k * u.detach() ** 2 + 3 * u).backward()
+        assert u.grad.item() == 3.0
+    prop()
+
+
+@pytest.mark.claim("TAPE-21")
+def test_forgetting_zero_grad_adds_old_gradients(claim):
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    grads = {}
+    for zero in (True, False):
+        torch.manual_seed(1)
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)   # lr 0: same point every step
+        for _ in range(3):
+            if zero:
+                opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        grads[zero] = model.weight.grad.clone()
+    ratio = (grads[False] / grads[True]).mean().item()
+    claim.record("grad_ratio_after_3_steps", ratio, stated=3,
+                 tol=Tol(rtol=1e-6, why="float32 sum of three equal gradients"))
+    assert torch.allclose(grads[False], 3 * grads[True], rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- numerics
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@pytest.mark.claim("RNG-10")
+def test_float_addition_is_not_associative(claim):
+    a, b, c = 0.1, 0.2, 0.3
+    claim.record("(0.1+0.2)+0.3", (a + b) + c)
+    claim.record("0.1+(0.2+0.3)", a + (b + c))
+    assert (a + b) + c != a + (b + c)
+    found = find(st.tuples(finite, finite, finite),
+                 lambda t: (t[0] + t[1]) + t[2] != t[0] + (t[1] + t[2]))
+    claim.record("counterexample_found_by_hypothesis", list(found))
+    assert (found[0] + found[1]) + found[2] != found[0] + (found[1] + found[2])
+
+    # in float32 too, the case of a GPU reduction
+    @given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=3, max_size=50))
+    def order_changes_sum_by_rounding_only(xs):
+        arr = np.array(xs, dtype=np.float32)
+        fwd, rev = np.float32(0), np.float32(0)
+        for v in arr:
+            fwd = np.float32(fwd + v)
+        for v in arr[::-1]:
+            rev = np.float32(rev + v)
+        bound = len(arr) * np.finfo(np.float32).eps * np.abs(arr).sum()
+        assert abs(float(fwd) - float(rev)) <= bound
+    order_changes_sum_by_rounding_only()
+
+
+@pytest.mark.claim("DTYPE-16")
+def test_bfloat16_keeps_float32_exponent_and_range(claim):
+    bf, f32, f16 = torch.finfo(torch.bfloat16), torch.finfo(torch.float32), torch.finfo(torch.float16)
+    nexp = int(jnp.finfo(jnp.bfloat16).nexp)
+    claim.record("bfloat16_exponent_bits", nexp, stated=8, tol="exact")
+    claim.record("bfloat16_max", bf.max, stated=f32.max,
+                 tol=Tol(rtol=0.01, why="same range: max within 1 % of float32's"))
+    claim.record("float16_max", f16.max, stated=65504, tol="exact")
+    assert nexp == int(jnp.finfo(jnp.float32).nexp) == 8
+    assert abs(bf.max / f32.max - 1) < 0.01 and bf.smallest_normal == f32.smallest_normal
+    assert f16.max == 65504.0            # negative control: float16's 5 bits give no such range
