@@ -42,3 +42,11 @@ def concrete(request):
 def fresh(request) -> bool:
     """True when shared expensive results must be recomputed (--fresh)."""
     return bool(request.config.getoption("--fresh"))
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run the test with one intra-op thread (small tensors on a shared machine)."""
+    from support.train_torch import torch_threads
+    with torch_threads(1):
+        yield

@@ -12,16 +12,22 @@ worker is terminated, then killed, then reaped before ``run`` returns or raises:
 processes and no port left bound. A failure in a worker is raised in the parent as
 :class:`WorkerFailed` carrying the worker's traceback, as soon as it is reported, without
 waiting for the other ranks (which may be blocked in a collective that will never complete).
+
+:func:`once_per_run` shares one such result among pytest-xdist workers, so that a process
+group is started once per test run however the tests that read it are distributed.
 """
 from __future__ import annotations
 
 import datetime
+import fcntl
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import socket
 import time
 import traceback
+from pathlib import Path
 
 LOCALHOST = "127.0.0.1"
 
@@ -38,12 +44,39 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
+    """Nothing listens on ``port``: a new store could bind it (as TCPStore does, with
+    SO_REUSEADDR, so connections of a finished group lingering in TIME_WAIT don't count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((LOCALHOST, port))
         except OSError:
             return False
         return True
+
+
+def worker_pids() -> list[int]:
+    """Live child processes of this process that run a spawned worker (Linux ``/proc``).
+
+    The multiprocessing resource tracker, shared by every run and not a worker, is left out.
+    """
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, ppid = fields[0], int(fields[1])
+        if ppid == me and state != "Z" and b"spawn_main" in cmd \
+                and b"resource_tracker" not in cmd:
+            found.append(int(entry))
+    return found
 
 
 def _plain(obj):
@@ -137,3 +170,27 @@ def run(fn, world_size: int = 2, args: tuple = (), timeout: float = 60.0,
         results.close()
         results.join_thread()
     return [out[r] for r in range(world_size)]
+
+
+def once_per_run(name: str, compute, shared_dir: os.PathLike):
+    """``compute()`` once per pytest run, shared by the run's xdist workers.
+
+    Outside xdist this is just ``compute()`` (callers cache it in a module fixture). Under
+    xdist the first worker to ask computes while holding a file lock and leaves the pickled
+    result in ``shared_dir`` (``tmp_path_factory.getbasetemp().parent``, the run's temporary
+    folder that every worker shares and pytest prunes); the others wait on the lock and read
+    it. A failed computation leaves nothing behind, so the next worker retries.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return compute()
+    base = Path(shared_dir) / f"once-{name}"
+    result_path = base.with_suffix(".pkl")
+    with open(base.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if result_path.exists():
+            return pickle.loads(result_path.read_bytes())
+        result = compute()
+        tmp = base.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(result))
+        tmp.replace(result_path)
+        return result

@@ -3,7 +3,6 @@ ships the lecture's folds. The download path is exercised against a local HTTP s
 127.0.0.1 serving zips built here; nothing touches the network."""
 from __future__ import annotations
 
-import contextlib
 import http.server
 import io
 import threading

@@ -1,0 +1,144 @@
+"""Sheet, "Key ideas", the first key idea (S:5): Keras and ONNX.
+
+"PyTorch, TensorFlow and JAX are frameworks; Keras is a high-level API that runs on top of them
+(model.compile(...), then model.fit(x, y, epochs=5)). [...] ONNX is a common file format for
+trained models, so other frameworks and runtimes can run them."
+
+Both need optional packages (the `frameworks` extra: keras>=3, onnx, onnxruntime, onnxscript);
+without them the claims are skipped with the install command. Keras picks its backend from
+KERAS_BACKEND once, at import, so each backend runs in its own interpreter; the two run side
+by side, once per test run. TensorFlow is not installed: the JAX and PyTorch backends are the ones checked.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+
+import numpy as np
+import pytest
+import torch
+
+from support import distributed
+from support.tolerances import Tol
+from support.train_torch import mlp
+
+KERAS_INSTALL = "pip install 'keras>=3'  (or: pip install -e '.[frameworks]')"
+ONNX_INSTALL = "pip install onnx onnxruntime onnxscript  (or: pip install -e '.[frameworks]')"
+BACKENDS = {"jax": "jax", "torch": "torch"}
+KERAS_TIMEOUT_S = 300
+
+KERAS_SCRIPT = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import keras
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1))).astype("float32")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    history = model.fit(x, y, epochs=5, verbose=0)
+    torch = sys.modules.get("torch")
+    print(json.dumps({"backend": keras.backend.backend(), "keras": keras.__version__,
+                      "loss": [float(v) for v in history.history["loss"]],
+                      "torch": getattr(torch, "__version__", None)}))
+''')
+
+
+def _installed(*modules: str) -> list[str]:
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def _keras_fits() -> dict[str, tuple[int, dict, str]]:
+    """KERAS_SCRIPT under each backend, in fresh interpreters started side by side:
+    {backend: (returncode, parsed output, tail of stderr)}."""
+    procs = {b: subprocess.Popen([sys.executable, "-c", KERAS_SCRIPT],
+                                 env=dict(os.environ, KERAS_BACKEND=b), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+             for b in BACKENDS if not _installed(BACKENDS[b])}
+    runs = {}
+    try:
+        for backend, proc in procs.items():
+            out, err = proc.communicate(timeout=KERAS_TIMEOUT_S)
+            last = out.strip().splitlines()[-1] if out.strip() else "{}"
+            runs[backend] = (proc.returncode, json.loads(last) if proc.returncode == 0 else {},
+                             err[-2000:])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return runs
+
+
+@pytest.fixture(scope="module")
+def keras_runs(tmp_path_factory):
+    if _installed("keras"):
+        pytest.skip(f"keras is not installed: {KERAS_INSTALL}")
+    # once per test run, also when xdist sends the two backends' tests to different workers
+    return distributed.once_per_run("keras", _keras_fits, tmp_path_factory.getbasetemp().parent)
+
+
+@pytest.mark.timeout(KERAS_TIMEOUT_S + 30)
+@pytest.mark.claim("FW-02")
+@pytest.mark.parametrize("backend", list(BACKENDS), ids=list(BACKENDS))
+def test_keras_compiles_then_fits_five_epochs_on_jax_and_torch(claim, keras_runs, backend):
+    if int(metadata.version("keras").split(".")[0]) < 3:
+        claim.not_applicable("Keras 2 runs on TensorFlow only; backends came with Keras 3")
+    if _installed(BACKENDS[backend]):
+        pytest.skip(f"the {backend} backend needs {backend} installed")
+    code, result, err = keras_runs[backend]
+    assert code == 0, f"keras on {backend} failed:\n{err}"
+    loss = result["loss"]
+    claim.record("backend", result["backend"], stated=backend)
+    claim.record("epochs_run", len(loss), stated=5, tol="exact")
+    claim.record("loss_first_last", [loss[0], loss[-1]])
+    claim.record("keras_version", result["keras"])
+    assert result["backend"] == backend and len(loss) == 5
+    assert all(np.isfinite(loss)) and loss[-1] < loss[0]
+    if backend == "torch":
+        # Keras must run on the suite's torch, not pull in another one
+        claim.record("torch_seen_by_keras", result["torch"], stated=torch.__version__)
+        assert result["torch"] == torch.__version__
+
+
+@pytest.mark.claim("FW-04")
+def test_an_onnx_export_runs_in_onnxruntime_and_matches_torch(claim, tmp_path):
+    missing = _installed("onnx", "onnxruntime", "onnxscript")
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: {ONNX_INSTALL}")
+    import onnx
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    model = mlp().eval()
+    x = torch.randn(32, 8)
+    path = tmp_path / "mlp.onnx"
+    torch.onnx.export(model, (x,), str(path))   # this torch's default exporter
+    onnx.checker.check_model(onnx.load(str(path)))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    diffs = []
+    for seed in range(3):  # the exported graph, not a cached answer: fresh inputs
+        xs = x if seed == 0 else torch.randn(32, 8, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            expected = model(xs).numpy()
+        got = session.run(None, {name: xs.numpy()})[0]
+        diffs.append(float(np.abs(got - expected).max()))
+    claim.record("max_abs_diff_onnxruntime_vs_torch", max(diffs), stated=1e-5,
+                 tol=Tol(at_most=True, why="the catalogue's bound: agree to 1e-5"))
+    claim.record("onnx_opset", onnx.load(str(path)).opset_import[0].version)
+    claim.record("onnxruntime_version", ort.__version__)
+    # control: a model that differs by 1e-3 in one bias is told apart by the same comparison
+    with torch.no_grad():
+        model[-1].bias.add_(1e-3)
+        shifted = model(x).numpy()
+    assert float(np.abs(session.run(None, {name: x.numpy()})[0] - shifted).max()) > 1e-5
+    assert max(diffs) <= 1e-5

@@ -1,0 +1,420 @@
+"""Sheet, "Key ideas" and "Common pitfalls": mixed precision and loss scaling (S:20, S:60);
+lecture, "Devices, and when a GPU helps" (L:495).
+
+"Mixed precision and loss scaling: in float16, gradients below about 6e-8 flush to zero and
+their updates are lost. Multiplying the loss by a factor S multiplies every gradient by S,
+which lifts them into range; the gradients are divided by S again before the optimizer step,
+so the learning rate is unchanged. An S that is too large makes gradients overflow (float16's
+maximum is 65504), and the scaler then lowers S. PyTorch's float16 recipe pairs autocasting
+with a GradScaler, while its bfloat16 mixed precision (e.g. on CPU) uses autocasting alone;
+bfloat16 keeps float32's 8 exponent bits and hence its range." (S:20)
+"Loss scaling fights underflow of small float16 gradients, not overflow, and it does not raise
+the effective learning rate, because the gradients are unscaled before the step." (S:60)
+"[Mixed precision] runs the bulk of the arithmetic in float16 or bfloat16 while keeping a
+float32 copy of the weights, roughly halving memory and often doubling throughput on hardware
+with tensor cores. In PyTorch that is torch.autocast, plus a GradScaler for float16 [...]; the
+scaler multiplies the loss up before the backward pass and divides the gradients down after."
+(L:495)
+
+The float16 parts run on the CPU in float16 arithmetic; `torch.amp.GradScaler("cpu")` is used
+where this torch has it (otherwise not-applicable). The CUDA recipe and the tensor-core
+memory/throughput figures run in the gpu tier and skip here.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+from torch import nn
+
+from support.memory import SavedTensors
+from support.tolerances import Tol
+
+F16 = torch.float16
+BF16 = torch.bfloat16
+
+
+# small tensors: a second intra-op thread only adds OpenMP hand-offs on a shared machine
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+
+def _cpu_grad_scaler(claim, **kwargs):
+    """A CPU GradScaler, or the claim is not-applicable in this torch."""
+    if not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"):
+        claim.not_applicable("this torch has no torch.amp.GradScaler (CPU scaler added in 2.3)")
+    try:
+        return torch.amp.GradScaler("cpu", **kwargs)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        claim.not_applicable(f"torch.amp.GradScaler('cpu') is unavailable here: {exc}")
+
+
+def _float16_underflow_grad(scale: float) -> tuple[float, float]:
+    """d/dw of (w a) b computed in float16 as autocast would (float32 master weight w).
+
+    Returns (gradient as stored in w.grad, float32), (gradient after dividing by scale).
+    """
+    w = torch.tensor(1.0, requires_grad=True)
+    a = b = torch.tensor(1e-4, dtype=F16)
+    loss = (w.to(F16) * a) * b
+    (loss * scale).backward()
+    return w.grad.item(), w.grad.item() / scale
+
+
+# ------------------------------------------------------------------ float16's small end
+@pytest.mark.claim("AMP-01")
+def test_float16_flushes_tiny_gradients_to_zero_and_loses_their_update(claim):
+    # every float32 within 2^16 ulps of float16's rounding boundary 2^-25, and 10^5 values
+    # spread log-uniformly over 1e-10..1e-6, cast to float16
+    edge = np.float32(2.0 ** -25).view(np.int32)
+    window = np.arange(edge - 2**16, edge + 2**16, dtype=np.int32).view(np.float32)
+    spread = np.exp(np.random.default_rng(0).uniform(np.log(1e-10), np.log(1e-6), 10**5))
+    x = torch.from_numpy(np.concatenate([window, spread.astype(np.float32)]))
+    y = x.to(F16).float()
+    largest_flushed = x[y == 0].max().item()
+    smallest_kept = x[y > 0].min().item()
+    subnormal = float(np.finfo(np.float16).smallest_subnormal)
+    claim.record("flush_to_zero_threshold", largest_flushed, stated=6e-8, tol="about",
+                 note="the largest float32 that becomes 0 in float16 (= 2^-25, a tie to even)")
+    claim.record("smallest_value_kept", smallest_kept)
+    claim.record("smallest_subnormal", subnormal, note="2^-24 = 5.96e-8: the notes' '6e-8'")
+    claim.record("smallest_normal", torch.finfo(F16).smallest_normal,
+                 note="below 6.1e-5 float16 has fewer than 11 significant bits")
+    between = {v: torch.tensor(v).to(F16).item() for v in (3.5e-8, 5e-8, 5.9e-8)}
+    claim.record("values_between_3e-8_and_6e-8_become", sorted(set(between.values())),
+                 note="rounded UP to the smallest subnormal, not flushed")
+
+    # "their updates are lost": a float32 master weight stepped with the float16 gradient
+    def step(g: float) -> float:
+        w = torch.tensor(0.0)
+        w -= 1.0 * torch.tensor(g).to(F16).float()
+        return w.item()
+    lost, kept = step(2e-8), step(1e-7)
+    claim.record("update_from_2e-8_gradient", lost)
+    assert largest_flushed == 2.0 ** -25 and smallest_kept > largest_flushed
+    assert (y[x <= largest_flushed] == 0).all() and (y[x > largest_flushed] > 0).all()
+    # the sentence's figure, read as an order of magnitude: the threshold is within 3x of 6e-8
+    assert 6e-8 / 3 <= largest_flushed <= 6e-8 * 3
+    assert lost == 0.0 and kept != 0.0
+
+
+# ------------------------------------------------------------------ scaling the loss
+def _grads(seed: int, scale: float) -> list[torch.Tensor]:
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    (F.mse_loss(model(x), y) * scale).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.claim("AMP-02")
+@given(seed=st.integers(0, 2**16), k=st.integers(-12, 20))
+def test_scaling_the_loss_by_a_power_of_two_scales_every_gradient_exactly(claim, seed, k):
+    s = 2.0 ** k
+    g, gs = _grads(seed, 1.0), _grads(seed, s)
+    mismatches = sum(int((b != s * a).sum()) for a, b in zip(g, gs))
+    unscaled_equal = all(torch.equal(b / s, a) for a, b in zip(g, gs))
+    claim.record("elements_where_grad_SL_differs_from_S_grad_L", mismatches, stated=0,
+                 tol="exact", reduce="max")
+    assert mismatches == 0
+    # unscaled, the gradients are bitwise those of the unscaled loss: any optimizer step
+    # taken from them is the unscaled-loss step
+    assert unscaled_equal
+
+
+@pytest.mark.claim("AMP-02")
+@given(seed=st.integers(0, 2**16), s=st.floats(1.0, 1e4))
+def test_scaling_the_loss_by_any_factor_scales_the_gradients_up_to_rounding(claim, seed, s):
+    g, gs = _grads(seed, 1.0), _grads(seed, s)
+    # relative to each gradient tensor's largest entry: entries near zero carry the absolute
+    # rounding of their larger neighbours' products
+    rel = max(((b - s * a).abs().max() / (s * a).abs().max()).item() for a, b in zip(g, gs))
+    claim.record("max_rel_diff_non_power_of_two", rel, stated=0.0, reduce="max",
+                 tol=Tol(rtol=0, atol=1e-5, why="float32 rounding of a few backward products "
+                                                "differs when S is not a power of two"))
+    assert rel <= 1e-5
+
+
+@pytest.mark.claim("AMP-03")
+def test_scaling_lifts_a_gradient_that_underflows_in_float16(claim):
+    exact = (torch.tensor(1e-4, dtype=F16).double() ** 2).item()   # product of the fp16 values
+    raw, _ = _float16_underflow_grad(1.0)
+    scaled, recovered = _float16_underflow_grad(2.0 ** 15)
+    rel = abs(recovered - exact) / exact
+    claim.record("unscaled_float16_gradient", raw, stated=0.0, tol="exact")
+    claim.record("gradient_with_S_2^15", scaled)
+    claim.record("recovered_after_dividing_by_S", recovered)
+    claim.record("relative_error", rel, stated=0.0,
+                 tol=Tol(atol=1e-3, why="float16 keeps 11 significant bits (2^-11 = 4.9e-4)"))
+    assert raw == 0.0 and rel < 1e-3
+
+
+def _scaler_vs_plain(claim, make_opt, scale=2.0 ** 10):
+    """The same SGD/Adam step with and without a GradScaler, and the scaler's intermediates."""
+    out = {}
+    for use_scaler in (False, True):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        opt = make_opt(model.parameters())
+        x, y = torch.randn(32, 4), torch.randn(32, 1)
+        loss = F.mse_loss(model(x), y)
+        params = list(model.parameters())
+        if use_scaler:
+            scaler = _cpu_grad_scaler(claim, init_scale=scale)
+            scaled_loss = scaler.scale(loss)
+            out["scaled_loss_ratio"] = (scaled_loss / loss).item()
+            scaled_loss.backward()
+            out["grads_scaled"] = [p.grad.clone() for p in params]
+            scaler.unscale_(opt)
+            out["grads_unscaled"] = [p.grad.clone() for p in params]
+            scaler.step(opt)
+            scaler.update()
+            out["weights_scaler"] = [p.detach().clone() for p in params]
+        else:
+            start = [p.detach().clone() for p in params]
+            loss.backward()
+            out["grads"] = [p.grad.clone() for p in params]
+            opt.step()
+            out["weights_plain"] = [p.detach().clone() for p in params]
+            # control: stepping on scaled gradients without unscaling moves S times further
+            for p, s0 in zip(params, start):
+                p.data.copy_(s0)
+                p.grad.mul_(scale)
+            opt.step()
+            out["weights_not_unscaled"] = [p.detach().clone() for p in params]
+            out["start"] = start
+    return out
+
+
+@pytest.mark.claim("AMP-04")
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_unscaled_step_equals_the_unscaled_loss_step(claim, optimizer):
+    make = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.1),
+            "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2)}[optimizer]
+    r = _scaler_vs_plain(claim, make)
+    same = all(torch.equal(a, b) for a, b in zip(r["weights_plain"], r["weights_scaler"]))
+    claim.record("step_with_scaler_equals_plain_step", same, stated=True)
+    move = lambda w: sum((a - s).abs().sum().item() for a, s in zip(w, r["start"]))  # noqa: E731
+    ratio = move(r["weights_not_unscaled"]) / move(r["weights_plain"])
+    claim.record("step_ratio_if_not_unscaled", ratio,
+                 note="SGD: S times the step; Adam: ~1 (Adam is scale-invariant up to eps)")
+    assert same
+    if optimizer == "sgd":
+        assert ratio == pytest.approx(2.0 ** 10, rel=1e-4)
+
+
+@pytest.mark.claim("AMP-11")
+def test_the_scaler_multiplies_the_loss_before_backward_and_divides_the_gradients_after(claim):
+    s = 2.0 ** 10
+    r = _scaler_vs_plain(claim, lambda ps: torch.optim.SGD(ps, lr=0.1), scale=s)
+    claim.record("scaled_loss_over_loss", r["scaled_loss_ratio"], stated=s, tol="exact")
+    up = all(torch.equal(b, s * a) for a, b in zip(r["grads"], r["grads_scaled"]))
+    down = all(torch.equal(b, a) for a, b in zip(r["grads"], r["grads_unscaled"]))
+    claim.record("grads_after_backward_are_S_times", up, stated=True)
+    claim.record("grads_after_unscale_equal_unscaled", down, stated=True)
+    assert r["scaled_loss_ratio"] == s and up and down
+
+
+# ------------------------------------------------------------------ float16's large end
+@pytest.mark.claim("AMP-05")
+def test_float16_max_is_65504_and_the_scaler_skips_the_step_and_lowers_s_on_overflow(claim):
+    fmax = torch.finfo(F16).max
+    claim.record("float16_max", fmax, stated=65504, tol="exact")
+    scaler = _cpu_grad_scaler(claim, init_scale=2.0 ** 16, growth_interval=3)
+    w = nn.Parameter(torch.tensor([1.0]))
+    opt = torch.optim.SGD([w], lr=0.1)
+    history = []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = (w.to(F16) * torch.tensor([1.0], dtype=F16)).sum()   # float16 loss
+        before = w.item()
+        scaler.scale(loss).backward()       # d(S*loss)/d(loss) = S, rounded to float16
+        overflow = not torch.isfinite(w.grad).all().item()
+        scaler.step(opt)
+        scaler.update()
+        history.append((overflow, w.item() != before, scaler.get_scale()))
+    claim.record("steps_(overflow, stepped, scale_after)", history)
+    assert torch.tensor(65504.0).to(F16).isfinite() and torch.tensor(65520.0).to(F16).isinf()
+    # S = 65536 > 65504 overflows: the step is skipped and S halves
+    assert history[0] == (True, False, 2.0 ** 15)
+    # a run of 3 good steps (growth_interval) doubles S, which overflows again
+    assert [h[:2] for h in history[1:4]] == [(False, True)] * 3 and history[3][2] == 2.0 ** 16
+    assert history[4] == (True, False, 2.0 ** 15)
+
+
+@pytest.mark.claim("AMP-09")
+def test_loss_scaling_fights_underflow_not_overflow_and_keeps_the_learning_rate(claim):
+    _, recovered = _float16_underflow_grad(2.0 ** 15)
+    raw, _ = _float16_underflow_grad(1.0)
+    # a gradient of 4 is fine in float16; scaled by 2^15 it overflows: scaling causes overflow
+    w = torch.tensor(1.0, requires_grad=True)
+    for scale in (1.0, 2.0 ** 15):
+        w.grad = None
+        ((w.to(F16) * torch.tensor(4.0, dtype=F16)) * scale).backward()
+        claim.record(f"grad_of_4_with_S={scale:g}", w.grad.item())
+    overflowed = not np.isfinite(w.grad.item())
+    r = _scaler_vs_plain(claim, lambda ps: torch.optim.SGD(ps, lr=0.1))
+    same_step = all(torch.equal(a, b) for a, b in zip(r["weights_plain"], r["weights_scaler"]))
+    claim.record("underflow_fixed", raw == 0.0 and recovered > 0, stated=True)
+    claim.record("scaling_overflows_a_normal_gradient", overflowed, stated=True)
+    claim.record("effective_step_unchanged", same_step, stated=True)
+    assert raw == 0.0 and recovered > 0 and overflowed and same_step
+
+
+# ------------------------------------------------------------------ bfloat16 on the CPU
+@pytest.mark.claim("AMP-07")
+def test_bfloat16_autocast_on_cpu_trains_without_a_scaler(claim):
+    claim.record("cpu_autocast_dtype", str(torch.get_autocast_dtype("cpu")),
+                 stated="torch.bfloat16")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 1))
+    x = torch.randn(256, 8)
+    y = x @ torch.randn(8, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(50):
+        with torch.autocast("cpu"):
+            pred = model(x)
+            loss = F.mse_loss(pred.float(), y)
+        opt.zero_grad()
+        loss.backward()     # no scaler anywhere
+        opt.step()
+        losses.append(loss.item())
+    claim.record("matmul_dtype_under_autocast", str(pred.dtype), stated="torch.bfloat16")
+    claim.record("loss_first_last", [losses[0], losses[-1]])
+    # bfloat16's range: the gradient that float16 flushes survives without any scaling
+    w = torch.tensor(1.0, requires_grad=True)
+    a = torch.tensor(1e-4, dtype=BF16)
+    ((w.to(BF16) * a) * a).backward()
+    claim.record("bf16_gradient_of_1e-8", w.grad.item())
+    assert pred.dtype == BF16 and all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(np.isfinite(losses)) and losses[-1] < 0.1 * losses[0]
+    assert w.grad.item() == pytest.approx(1e-8, rel=1e-2)
+
+
+@pytest.mark.claim("AMP-08")
+def test_bfloat16_has_float32s_8_exponent_bits_and_range(claim):
+    def exponent_bits(dtype):
+        fi = torch.finfo(dtype)
+        return fi.bits - 1 - round(-np.log2(fi.eps))   # sign + exponent + stored mantissa
+    bf, f32 = torch.finfo(BF16), torch.finfo(torch.float32)
+    claim.record("bfloat16_exponent_bits", exponent_bits(BF16), stated=8, tol="exact")
+    claim.record("float32_exponent_bits", exponent_bits(torch.float32), stated=8, tol="exact")
+    claim.record("float16_exponent_bits", exponent_bits(F16))
+    claim.record("bfloat16_max_over_float32_max", bf.max / f32.max, stated=1.0,
+                 tol=Tol(rtol=0.01, why="same exponent range; bfloat16 has 8 significant bits"))
+    claim.record("bfloat16_smallest_normal", bf.smallest_normal, stated=f32.smallest_normal,
+                 tol="exact")
+    assert exponent_bits(BF16) == exponent_bits(torch.float32) == 8 > exponent_bits(F16)
+    assert bf.smallest_normal == f32.smallest_normal and bf.max / f32.max > 0.99
+    assert torch.tensor(1e38).to(BF16).isfinite() and torch.tensor(1e38).to(F16).isinf()
+
+
+# ------------------------------------------------------------------ float32 weights, memory
+@pytest.mark.fast  # the CPU half of a gpu-tier claim
+@pytest.mark.claim("AMP-10")
+def test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu(claim):
+    torch.manual_seed(0)
+    width, depth = 128, 8
+    model = nn.Sequential(*[m for i in range(depth) for m in (nn.Linear(width, width),
+                                                               nn.ReLU())], nn.Linear(width, 1))
+    x = torch.randn(2048, width)
+    held = {}
+    for mode in ("float32", "bfloat16"):
+        with torch.autocast("cpu", enabled=(mode == "bfloat16")), \
+                SavedTensors(exclude=[model, x]) as graph:
+            out = model(x)
+        held[mode] = graph.held_bytes()
+        out.float().sum().backward()
+    ratio = held["bfloat16"] / held["float32"]
+    claim.record("saved_bytes_ratio_bf16_vs_fp32", ratio, stated=0.5, tol="about",
+                 note="bytes autograd keeps for backward, bf16 copies of the weights and of "
+                      "the float32 input included (they keep the ratio above 0.5)")
+    claim.record("weight_dtypes_after_training", sorted({str(p.dtype) for p in model.parameters()}))
+    claim.note("throughput on tensor cores is the gpu-tier test's half of this claim")
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32
+               for p in model.parameters())
+    assert ratio < 0.7
+
+
+def _cuda_or_skip():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA: the float16 recipe and tensor cores are GPU features")
+    return torch.device("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.claim("AMP-06")
+def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim):
+    dev = _cuda_or_skip()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 256), nn.ReLU(), nn.Linear(256, 1)).to(dev)
+    x = torch.randn(1024, 8, device=dev)
+    y = x @ torch.randn(8, 1, device=dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cuda")
+    losses = []
+    for _ in range(100):
+        with torch.autocast("cuda", dtype=F16):
+            pred = model(x)
+            loss = F.mse_loss(pred.float(), y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+    claim.record("prediction_dtype", str(pred.dtype), stated="torch.float16")
+    claim.record("loss_first_last", [losses[0], losses[-1]])
+    claim.record("final_scale", scaler.get_scale())
+    assert all(np.isfinite(losses)) and losses[-1] < 0.1 * losses[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.claim("AMP-10")
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=["float16", "bfloat16"])
+def test_mixed_precision_halves_memory_and_speeds_up_on_tensor_cores(claim, dtype):
+    dev = _cuda_or_skip()
+    torch.manual_seed(0)
+    # rows >> width, so that activations, not the half-precision weight copies, dominate
+    width, rows, depth = 2048, 32768, 8
+    model = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width),
+                                                               nn.ReLU())],
+                          nn.Linear(width, 1)).to(dev)
+    x = torch.randn(rows, width, device=dev)
+
+    def step(enabled: bool):
+        with torch.autocast("cuda", dtype=dtype, enabled=enabled):
+            out = model(x)
+        out.float().sum().backward()
+
+    def activation_bytes(enabled: bool) -> int:
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        with torch.autocast("cuda", dtype=dtype, enabled=enabled):
+            out = model(x)
+        torch.cuda.synchronize()
+        used = torch.cuda.memory_allocated() - base
+        del out
+        return used
+
+    def best_time(enabled: bool, reps: int = 10) -> float:
+        step(enabled)
+        times = []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            step(enabled)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    mem = activation_bytes(True) / activation_bytes(False)
+    speed = best_time(False) / best_time(True)
+    claim.record("memory_ratio", mem, stated=0.5, tol="about")
+    claim.record("throughput_ratio", speed, stated=2.0, tol="timing:ratio")
+    claim.note(f"tf32 matmul allowed: {torch.backends.cuda.matmul.allow_tf32}")
+    assert mem <= 0.7 and speed >= 1.5

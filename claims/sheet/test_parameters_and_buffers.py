@@ -1,0 +1,166 @@
+"""Sheet, "Key ideas" ("Parameters vs buffers", S:16) and "Common pitfalls" (S:62).
+
+"Parameters vs buffers: BatchNorm's gamma and beta are parameters; running_mean, running_var
+and num_batches_tracked are buffers, stored in the state_dict but not returned by parameters().
+Saving the state_dict is the recommended way; pickling the whole model stores only a reference
+to the file that defines its class, so moving or refactoring that code breaks loading."
+
+The whole-model pickle is broken for real: a class defined in a temporary package is saved
+with torch.save(model), its module file is renamed (a refactor), and torch.load fails. The
+pickle holds the module's import path and the class's qualified name, not a file path; and
+since torch 2.6 torch.load defaults to weights_only=True, which refuses whole-model pickles
+even when nothing moved. Both are recorded.
+"""
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+import textwrap
+import zipfile
+from collections import OrderedDict
+
+import pytest
+import torch
+from torch import nn
+
+
+@pytest.mark.claim("SAVE-01")
+def test_batchnorm_gamma_and_beta_are_parameters(claim):
+    bn = nn.BatchNorm1d(4)
+    names = [n for n, _ in bn.named_parameters()]
+    claim.record("batchnorm_parameters", names, stated=["weight", "bias"])
+    # gamma (weight) starts at 1 and beta (bias) at 0, both trained by the optimizer
+    assert names == ["weight", "bias"]
+    assert torch.equal(bn.weight, torch.ones(4)) and torch.equal(bn.bias, torch.zeros(4))
+    assert all(p.requires_grad for p in bn.parameters())
+
+
+@pytest.mark.claim("SAVE-02")
+def test_running_statistics_are_buffers_in_the_state_dict_not_in_parameters(claim):
+    bn = nn.BatchNorm1d(4)
+    buffers = [n for n, _ in bn.named_buffers()]
+    keys = list(bn.state_dict())
+    claim.record("batchnorm_buffers", buffers,
+                 stated=["running_mean", "running_var", "num_batches_tracked"])
+    claim.record("state_dict_keys", keys)
+    in_params = {id(p) for p in bn.parameters()}
+    assert buffers == ["running_mean", "running_var", "num_batches_tracked"]
+    assert set(keys) == set(buffers) | {"weight", "bias"}
+    assert not any(id(b) in in_params for b in bn.buffers())
+    assert all(not b.requires_grad for b in bn.buffers())
+
+
+MODULE_SOURCE = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class TinyNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 4)
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return self.bn(self.fc(x))
+''')
+PACKAGE = "savetest_pkg"
+
+
+@pytest.fixture
+def temp_package(tmp_path, monkeypatch):
+    """A real package on sys.path defining TinyNet in savetest_pkg/models.py."""
+    pkg = tmp_path / "src" / PACKAGE
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "models.py").write_text(MODULE_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+
+    def forget():
+        for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
+
+    forget()
+    yield pkg, forget
+    forget()
+
+
+def _load_error(path, **kwargs) -> str | None:
+    try:
+        torch.load(path, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the type is the measurement
+        return f"{type(exc).__module__}.{type(exc).__name__}"
+    return None
+
+
+@pytest.mark.claim("SAVE-04")
+def test_a_pickled_whole_model_breaks_when_its_module_is_moved(claim, temp_package, tmp_path):
+    pkg, forget = temp_package
+    TinyNet = importlib.import_module(f"{PACKAGE}.models").TinyNet
+    torch.manual_seed(0)
+    model = TinyNet().eval()
+    x = torch.randn(5, 3)
+    expected = model(x)
+    whole, weights = tmp_path / "whole.pt", tmp_path / "weights.pt"
+    torch.save(model, whole)
+    torch.save(model.state_dict(), weights)
+
+    with zipfile.ZipFile(whole) as z:
+        pkl = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
+    claim.record("pickle_names_module", f"{PACKAGE}.models".encode() in pkl, stated=True)
+    claim.record("pickle_names_a_file_path", str(pkg).encode() in pkl or b"models.py" in pkl,
+                 note="the reference is an import path + class name, not a file")
+
+    # torch.load's default in this version, on a whole model that has not moved
+    default_error = _load_error(whole)
+    claim.record("default_torch_load_of_whole_model", default_error or "loads",
+                 note="torch>=2.6 defaults to weights_only=True, which refuses arbitrary classes")
+    claim.note(f"torch {torch.__version__}: torch.load(whole_model) -> "
+               f"{default_error or 'loads'}; weights_only=False is needed to unpickle a module")
+    forget()
+    unmoved = torch.load(whole, weights_only=False)
+    assert torch.equal(unmoved(x), expected), "control: unmoved, the pickle loads"
+
+    # the refactor: models.py becomes layers.py
+    (pkg / "models.py").rename(pkg / "layers.py")
+    shutil.rmtree(pkg / "__pycache__", ignore_errors=True)
+    forget()
+    moved_error = _load_error(whole, weights_only=False)
+    claim.record("torch_load_after_moving", moved_error, stated="builtins.ModuleNotFoundError")
+
+    # the state_dict survives the refactor: tensors only, the class comes from the new place
+    state = torch.load(weights)
+    fresh = importlib.import_module(f"{PACKAGE}.layers").TinyNet().eval()
+    fresh.load_state_dict(state)
+    claim.record("state_dict_loads_after_moving", torch.equal(fresh(x), expected), stated=True)
+    assert moved_error == "builtins.ModuleNotFoundError"
+    assert torch.equal(fresh(x), expected)
+
+
+@pytest.mark.claim("SAVE-05")
+def test_a_state_dict_holds_only_tensors_and_needs_the_class_to_rebuild(claim, tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+    model.train()
+    model(torch.randn(16, 3))           # move the running statistics off their defaults
+    model.eval()
+    path = tmp_path / "sd.pt"
+    torch.save(model.state_dict(), path)
+    state = torch.load(path)            # weights_only: no class is needed to read it
+    types = sorted({type(v).__name__ for v in state.values()})
+    claim.record("state_dict_type", type(state).__name__, stated="OrderedDict")
+    claim.record("value_types", types, stated=["Tensor"])
+    assert isinstance(state, OrderedDict) and types == ["Tensor"]
+    assert not callable(state)          # no forward: the architecture is not in the file
+
+    x = torch.randn(5, 3)
+    rebuilt = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+    rebuilt.load_state_dict(state)
+    rebuilt.eval()
+    assert torch.equal(rebuilt(x), model(x))
+    # control: the tensors alone do not say which class they belong to
+    wrong = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    with pytest.raises(RuntimeError, match="Missing key|Unexpected key|size mismatch"):
+        wrong.load_state_dict(state)
