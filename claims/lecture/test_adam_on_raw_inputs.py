@@ -1,0 +1,140 @@
+"""Lecture, "Four models that looked fine": "Adam on raw inputs", the right panel of the
+pathology figure, and the sentence of "Adam, and what its parameters do" that explains it.
+
+Fold 0, seed 0, 120 epochs, target standardised as always (protocol §7.6): with the inputs
+unscaled, Adam "converged smoothly to a validation RMSE of about 8 MPa ... There was no NaN,
+no warning"; "it trains to 8.3 MPa instead of 5.5"; "With SGD that produces NaN within the
+first epoch"; Adam "absorbs the scaling problem that makes SGD explode, but it cannot fully
+undo it"; "Fit a StandardScaler on the training rows and apply it to both splits. Adam
+reaches 5.5 MPa." And: Adam's invariance to a per-coordinate rescaling "is why Adam survived
+the unscaled concrete inputs where SGD produced NaN, and it is also why Adam hid the bug."
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from support import experiments
+from support.data import lecture_split
+from support.train_torch import BATCH, baseline_rmse, mlp, prepare
+
+# one xdist worker (--dist loadgroup) shares the batched results of support.experiments
+pytestmark = pytest.mark.xdist_group("concrete-experiments")
+
+
+@pytest.fixture(scope="module")
+def runs(concrete, fresh):
+    return experiments.adam_runs(concrete, fresh=fresh)
+
+
+@pytest.fixture(scope="module")
+def sgd(concrete, fresh):
+    return experiments.sgd_runs(concrete, fresh=fresh)
+
+
+def curve(result):
+    return [round(float(v), 3) for v in result.history]
+
+
+@pytest.mark.claim("STORY-11")
+def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs):
+    raw, fixed = runs["raw"], runs["fixed"]
+    claim.record("Adam, raw inputs", raw.rmse, stated="8.3", tol="mpa:single", unit="MPa")
+    claim.record("Adam, scaled inputs", fixed.rmse, stated="5.5", tol="mpa:single", unit="MPa")
+    claim.record("Adam raw curve", curve(raw), unit="MPa")
+    claim.record("Adam scaled curve", curve(fixed), unit="MPa")
+    ratio = claim.record("raw / scaled", raw.rmse / fixed.rmse)
+    claim.record("non-finite epochs", raw.nonfinite_epochs, stated=0, tol="exact")
+    base = baseline_rmse(concrete)
+    h = np.array(raw.history)
+    assert raw.nonfinite_epochs == 0 and math.isfinite(raw.rmse)
+    # "less than half the baseline", and half again as bad as it should be
+    assert raw.rmse < 0.5 * base
+    assert 1.3 <= ratio <= 1.8
+    # "converged": the training loss fell by far and the last 20 validation epochs stay
+    # within 25 % of where the run ends (no divergence, no late blow-up)
+    loss = raw.train_loss
+    claim.record("training loss, first and last epoch", [loss[0], loss[-1]])
+    claim.record("last 20 epochs, lowest and highest", [float(h[-20:].min()), float(h[-20:].max())], unit="MPa")
+    assert loss[-1] < 0.2 * loss[0]
+    assert 0.8 * raw.rmse <= h[-20:].min() and h[-20:].max() <= 1.25 * raw.rmse
+
+
+@pytest.mark.claim("STORY-12")
+@pytest.mark.parametrize("lr", experiments.RAW_SGD_LRS, ids=lambda lr: f"lr{lr:g}")
+def test_sgd_on_raw_inputs_gives_nan_within_the_first_epoch(claim, sgd, lr):
+    raw, scaled = sgd["raw", lr, 0], sgd["lr", lr, 0]
+    claim.record("first non-finite epoch", raw.first_nonfinite_epoch, stated=1, tol="exact")
+    claim.record("training loss, first epoch", raw.train_loss[0])
+    claim.record("same lr, scaled inputs", scaled.rmse, unit="MPa")
+    if lr == 1e-3:
+        claim.record("SGD raw curve", curve(raw))
+        claim.record("SGD scaled curve", curve(scaled), unit="MPa")
+    # the first epoch's own training loss is already not finite
+    assert raw.first_nonfinite_epoch == 1 and not math.isfinite(raw.train_loss[0])
+    # negative control: the same SGD at the same lr on scaled inputs stays finite
+    assert math.isfinite(scaled.rmse) and scaled.nonfinite_epochs == 0
+
+
+@pytest.mark.claim("STORY-13")
+def test_adam_absorbs_the_scaling_problem_but_cannot_undo_it(claim, runs, sgd):
+    raw, fixed, sgd_raw = runs["raw"], runs["fixed"], sgd["raw", 1e-3, 0]
+    claim.record("Adam raw", raw.rmse, unit="MPa")
+    claim.record("Adam scaled", fixed.rmse, unit="MPa")
+    claim.record("SGD raw (same lr 1e-3)", sgd_raw.rmse, unit="MPa")
+    # absorbs: finite where SGD exploded; cannot undo: clearly worse than scaled
+    assert math.isfinite(raw.rmse) and not math.isfinite(sgd_raw.rmse)
+    assert raw.rmse > 1.1 * fixed.rmse
+
+
+@pytest.mark.claim("STORY-14")
+def test_scaler_fitted_on_training_rows_lets_adam_reach_5_5(concrete, claim, runs):
+    fixed, raw = runs["fixed"], runs["raw"]
+    claim.record("Adam, scaled on the training rows", fixed.rmse, stated="5.5", tol="mpa:single", unit="MPa")
+    # the protocol's scaler sees only the training rows: its mean is the training mean
+    train_idx, val_idx = lecture_split(0)
+    p = prepare(concrete, train_idx, val_idx)
+    claim.record("largest |mean| of the scaled training columns", float(np.abs(p.X_train.mean(0)).max()))
+    assert np.allclose(p.X_train.mean(0), 0, atol=1e-5)
+    assert not np.allclose(p.X_val.mean(0), 0, atol=1e-3)  # validation is only transformed
+    assert 5.0 <= fixed.rmse <= 6.0 and fixed.rmse < raw.rmse
+
+
+def first_step_sizes(concrete, optimizer: str, lr: float) -> torch.Tensor:
+    """|change| of each first-layer weight after one step on the first raw-input batch."""
+    train_idx, val_idx = lecture_split(0)
+    p = prepare(concrete, train_idx, val_idx, scale=False)
+    torch.manual_seed(0)
+    model = mlp()
+    opt = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(model.parameters(), lr=lr)
+    x = torch.from_numpy(p.X_train[:BATCH])
+    y = torch.from_numpy(p.y_train[:BATCH])[:, None]
+    before = model[0].weight.detach().clone()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+    return (model[0].weight.detach() - before).abs()
+
+
+@pytest.mark.claim("ADAM-13")
+def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, claim, runs, sgd):
+    # the mechanism, on the raw concrete batch: Adam's first step is lr in every weight,
+    # SGD's is proportional to each input column's size (coarse aggregate ~970 vs
+    # superplasticizer ~6)
+    lr = 1e-3
+    adam = first_step_sizes(concrete, "adam", lr)
+    plain = first_step_sizes(concrete, "sgd", lr)
+    moved = adam > 0
+    claim.record("Adam first step / lr, min", float(adam[moved].min() / lr))
+    claim.record("Adam first step / lr, max", float(adam[moved].max() / lr))
+    col = plain.mean(0)
+    spread = claim.record("SGD first step, largest / smallest column", float(col.max() / col[col > 0].min()))
+    claim.record("Adam raw (survived)", runs["raw"].rmse, unit="MPa")
+    claim.record("SGD raw (exploded)", sgd["raw", lr, 0].rmse, unit="MPa")
+    assert torch.allclose(adam[moved], torch.full_like(adam[moved], lr), rtol=1e-3)
+    assert spread > 100
+    # the outcome it explains: Adam survives with a mediocre model, SGD gives NaN
+    assert math.isfinite(runs["raw"].rmse) and not math.isfinite(sgd["raw", lr, 0].rmse)
+    assert runs["raw"].rmse > 1.1 * runs["fixed"].rmse

@@ -1,0 +1,98 @@
+"""An on-disk cache for expensive shared results, keyed by everything that could change them.
+
+The key hashes the inputs a caller passes (the data's content fingerprint, the protocol's
+parameters), the environment (Python, torch, numpy, scikit-learn, jax, jaxlib and optax
+versions, torch's build configuration and CPU capability, the machine), and the source of
+the modules that compute the result. A changed line of ``support/batched.py`` or a new
+torch is a different key, never a stale hit.
+
+``--fresh`` (the ``fresh`` fixture) means "recompute in this run": a stored entry is then
+used only if this same test run wrote it, which lets the workers of one pytest-xdist run
+(``PYTEST_XDIST_TESTRUNUID``) share one computation. Writers hold a file lock, so a second
+worker waits for the first instead of computing twice; entries are written atomically.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import platform
+import sys
+import tempfile
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+
+from .data import cache_dir
+
+HERE = Path(__file__).resolve().parent
+PACKAGES = ("torch", "numpy", "scikit-learn", "jax", "jaxlib", "optax", "threadpoolctl")
+
+
+def environment() -> dict:
+    """What besides the inputs decides the numbers: versions, build, machine."""
+    env = {"python": sys.version, "machine": platform.machine(), "system": platform.system()}
+    for pkg in PACKAGES:
+        try:
+            env[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            env[pkg] = None
+    try:
+        import torch
+        env["torch_config"] = hashlib.sha256(torch.__config__.show().encode()).hexdigest()
+        env["torch_cpu"] = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # pragma: no cover - torch is a dependency
+        pass
+    return env
+
+
+def sources(names) -> dict:
+    """sha256 of each named file under ``support/`` (the code that computes the result)."""
+    return {n: hashlib.sha256((HERE / n).read_bytes()).hexdigest() for n in names}
+
+
+def key(name: str, inputs: dict, code: list[str]) -> str:
+    blob = json.dumps({"name": name, "inputs": inputs, "env": environment(),
+                       "code": sources(code)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            import fcntl
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX: no cross-process sharing
+            pass
+        yield
+
+
+def cached(name: str, inputs: dict, code: list[str], compute, *, fresh: bool = False,
+           folder: Path | None = None):
+    """``compute()``'s value, from the disk when an entry for the same key may be used."""
+    folder = Path(folder) if folder else cache_dir() / "results"
+    k = key(name, inputs, code)
+    path = folder / f"{name}-{k}.pkl"
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    with _locked(folder / f"{name}-{k}.lock"):
+        if path.exists():
+            try:
+                with open(path, "rb") as fh:
+                    meta, value = pickle.load(fh)
+                if not fresh or (run is not None and meta.get("run") == run):
+                    return value
+            except Exception:  # noqa: BLE001 - a damaged entry is recomputed
+                pass
+        value = compute()
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".partial-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(({"run": run, "key": k}, value), fh)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return value

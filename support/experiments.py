@@ -1,0 +1,272 @@
+"""The expensive shared results of the concrete-data stories, each computed once per process.
+
+Every network here is trained by :func:`support.batched.train_many` (the stacked version of
+:func:`support.train_torch.train`, the same numbers run by run), and networks that share
+an epoch budget are trained together. The first request computes everything batched, in
+up to two worker processes (one per core) while this process fits the trees and runs the
+JAX loop; later requests, from any test module, get the same objects. The bundle is kept
+on disk by :mod:`support.cache` (keyed by data, protocol, environment and this code);
+``fresh=True`` (``--fresh``) recomputes it, sharing it only between the xdist workers of
+the same run.
+
+* :func:`adam_runs` - seed-0 fold-0 120-epoch Adam stories, each with its per-epoch
+  validation curve: the working loop for seeds 0-4 (the PyTorch side of the torch-vs-JAX
+  comparison), no ``zero_grad``, raw inputs (protocol §7.1, §7.5, §7.6, §8.2).
+* :func:`sgd_runs` - plain SGD, 120 epochs: the learning-rate sweep on seed 0, lr 1.0 and
+  2.0 over seeds 0-5, and SGD on raw inputs (§7.6, §10).
+* :func:`trees_vs_nets` - 5 seeds x 5 folds under the lecture's GroupKFold folds and under
+  ``KFold(5, shuffle=True, random_state=0)``: the MLP at 400 epochs,
+  ``HistGradientBoostingRegressor`` defaults on raw inputs, predict-the-mean (§7.3).
+* :func:`scaler_leak` - 3 seeds x 5 grouped folds at 200 epochs, scaler on the training
+  rows vs on all rows (§7.4).
+* :func:`jax_runs` - the JAX/optax loop, seeds 0-4 (§8.2).
+* :func:`grad_norms` - the gradient-norm probe, two 8-step sequential :func:`train` runs.
+
+The unshaped-target story (warnings and all) stays a sequential run: ``support.stories``.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from . import cache
+from .batched import Spec, split, train_many
+from .data import Concrete, fingerprint
+from .train_torch import TrainResult, rmse_mpa, train
+
+SEEDS_5 = range(5)
+FOLDS = range(5)
+SCHEMES = ("group", "kfold")
+SWEEP_LRS = (1e-3, 1e-2, 0.1, 1.0, 2.0)
+RAW_SGD_LRS = (1e-3, 1e-2, 0.1)
+
+_lock = threading.RLock()
+_memo: dict = {}
+
+
+def _key(data: Concrete, name: str):
+    return (fingerprint(data.values), name)
+
+
+def _jobs() -> dict[str, tuple[list[Spec], dict]]:
+    """Every batched job: name -> (networks, train_many arguments)."""
+    jobs = {
+        "adam": ([Spec(seed=s) for s in SEEDS_5]
+                 + [Spec(zero_grad=False), Spec(scale=False)],
+                 dict(epochs=120, optimizer="adam", record=True)),
+        "sgd": ([Spec(lr=lr) for lr in SWEEP_LRS]
+                + [Spec(seed=s, lr=lr) for lr in (1.0, 2.0) for s in range(1, 6)]
+                + [Spec(lr=lr, scale=False) for lr in RAW_SGD_LRS],
+                dict(epochs=120, optimizer="sgd", record=True)),
+        "leak": ([Spec(seed=s, fold=f, scaler_on_all=leak)
+                  for leak in (False, True) for s in range(3) for f in FOLDS],
+                 dict(epochs=200, optimizer="adam")),
+    }
+    for scheme in SCHEMES:
+        jobs[f"tvn-{scheme}"] = ([Spec(seed=s, fold=f, scheme=scheme)
+                                  for s in SEEDS_5 for f in FOLDS],
+                                 dict(epochs=400, optimizer="adam"))
+    return jobs
+
+
+def _run_jobs(data: Concrete, jobs: list[tuple[list[Spec], dict]]) -> list[list[TrainResult]]:
+    return [train_many(data, specs, threads=1, **kwargs) for specs, kwargs in jobs]
+
+
+class _Worker:
+    """Batched jobs run one after the other in a fresh interpreter
+    (``python -m support.experiments``), fed and answered through pickles on its pipes:
+    independent of how the parent process was started."""
+
+    def __init__(self, data: Concrete, jobs: list[tuple[list[Spec], dict]]):
+        root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+            OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "support.experiments"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, cwd=root)
+        self._payload = pickle.dumps((data, jobs))
+        self._out: list = []
+        self._thread = threading.Thread(target=self._talk, daemon=True)
+        self._thread.start()
+
+    def _talk(self):
+        self._out.append(self.proc.communicate(self._payload))
+
+    def result(self) -> list[list[TrainResult]]:
+        self._thread.join()
+        out, err = self._out[0]
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"batched worker failed ({self.proc.returncode}):\n"
+                               f"{err.decode(errors='replace')[-3000:]}")
+        return pickle.loads(out)
+
+
+def workers() -> int:
+    """Processes for the batched jobs: one per available core, at most two
+    (``LECTURE11_WORKERS`` overrides; 0 or 1 trains everything in this process)."""
+    env = os.environ.get("LECTURE11_WORKERS")
+    if env is not None:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return min(2, cores)
+
+
+# the code whose every line can move a number; part of the disk cache's key
+CODE = ["batched.py", "train_torch.py", "train_jax.py", "experiments.py", "data.py",
+        "resources/lecture_folds.txt"]
+
+
+def _compute_all(data: Concrete, jobs: dict) -> dict:
+    """Train every batched job, fit the trees and run JAX, overlapping where cores allow.
+
+    With two workers the jobs go to two lanes of about equal work (a network-epoch is the
+    unit), each lane one subprocess running its jobs in turn, while this process fits the
+    trees and runs the JAX loop.
+    """
+    cost = {k: len(jobs[k][0]) * jobs[k][1]["epochs"] for k in jobs}
+    results: dict[str, list[TrainResult]] = {}
+    n = workers()
+    if n > 1:
+        lanes: list[list[str]] = [[] for _ in range(n)]
+        for k in sorted(jobs, key=lambda k: -cost[k]):
+            min(lanes, key=lambda lane: sum(cost[j] for j in lane)).append(k)
+        started = [(lane, _Worker(data, [jobs[k] for k in lane])) for lane in lanes if lane]
+        trees, jax = _fit_trees(data), _run_jax(data)
+        for lane, worker in started:
+            results.update(zip(lane, worker.result()))
+    else:
+        names = list(jobs)
+        results.update(zip(names, _run_jobs(data, [jobs[k] for k in names])))
+        trees, jax = _fit_trees(data), _run_jax(data)
+    return {"jobs": results, "trees": trees, "jax": jax}
+
+
+def _bundle(data: Concrete, fresh: bool = False) -> dict:
+    """Everything above, once per process; from the disk cache unless ``fresh`` (then
+    shared only between the workers of this run)."""
+    with _lock:
+        k = _key(data, "bundle")
+        if k not in _memo:
+            jobs = _jobs()
+            _memo[k] = cache.cached(
+                "concrete-experiments", {"data": fingerprint(data.values), "jobs": repr(jobs)},
+                CODE, lambda: _compute_all(data, jobs), fresh=fresh)
+        return _memo[k]
+
+
+def _job(data: Concrete, name: str, fresh: bool = False) -> tuple[list[Spec], list[TrainResult]]:
+    return _jobs()[name][0], _bundle(data, fresh)["jobs"][name]
+
+
+def adam_runs(data: Concrete, fresh: bool = False) -> dict[str, TrainResult]:
+    """``fixed`` (= seed 0), ``seed0``..``seed4``, ``no_zero_grad``, ``raw``."""
+    specs, res = _job(data, "adam", fresh)
+    out = {f"seed{s.seed}": r for s, r in zip(specs[:5], res[:5])}
+    out["fixed"] = out["seed0"]
+    out["no_zero_grad"], out["raw"] = res[5], res[6]
+    return out
+
+
+def sgd_runs(data: Concrete, fresh: bool = False) -> dict[tuple, TrainResult]:
+    """Keys ``("lr", lr, seed)`` on scaled inputs and ``("raw", lr, 0)`` on raw inputs."""
+    specs, res = _job(data, "sgd", fresh)
+    return {("lr" if s.scale else "raw", s.lr, s.seed): r for s, r in zip(specs, res)}
+
+
+def scaler_leak(data: Concrete, fresh: bool = False) -> dict[str, np.ndarray]:
+    """``honest`` and ``leaky`` final RMSEs, each (3 seeds, 5 folds)."""
+    specs, res = _job(data, "leak", fresh)
+    rm = np.array([r.rmse for r in res]).reshape(2, 3, 5)
+    return {"honest": rm[0], "leaky": rm[1]}
+
+
+def _fit_trees(data: Concrete) -> dict:
+    """HGB defaults on raw float32 inputs and predict-the-mean, per scheme and fold.
+
+    ``HistGradientBoostingRegressor(random_state=seed)``: at 824 training rows
+    ``early_stopping="auto"`` is off and no feature subsampling is on, so the seed reaches
+    nothing and the fit is the same for all five seeds. It is fitted once per fold, and
+    ``seed_check`` records, for fold 0 of each scheme, that seeds 0 and 4 predict
+    identically (the tests assert it).
+    """
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from threadpoolctl import threadpool_limits
+
+    X = data.X.astype(np.float32)
+    y = data.y.astype(np.float32)
+    out = {"hgb": {}, "mean": {}, "seed_check": {}, "early_stopping": set()}
+    # one thread: OpenMP's spinning threads cost far more than they give at 824 rows
+    with threadpool_limits(1):
+        for scheme in SCHEMES:
+            for fold in FOLDS:
+                tr, va = split(data, scheme, fold)
+                m = HistGradientBoostingRegressor(random_state=0).fit(X[tr], y[tr])
+                out["early_stopping"].add(bool(m.do_early_stopping_))
+                pred = m.predict(X[va]).astype(np.float32)
+                out["hgb"][scheme, fold] = rmse_mpa(pred, y[va])
+                mean = y[tr].mean(dtype=np.float32)
+                out["mean"][scheme, fold] = rmse_mpa(np.full(len(va), mean, np.float32), y[va])
+                if fold == 0:
+                    m4 = HistGradientBoostingRegressor(random_state=4).fit(X[tr], y[tr])
+                    out["seed_check"][scheme] = bool(np.array_equal(m4.predict(X[va]), m.predict(X[va])))
+    return out
+
+
+def trees_vs_nets(data: Concrete, fresh: bool = False) -> dict[str, dict[str, np.ndarray]]:
+    """Per scheme (``group``, ``kfold``): ``mlp``, ``hgb`` and ``mean`` RMSEs as
+    (5 seeds, 5 folds) arrays, paired by (seed, fold)."""
+    trees = _bundle(data, fresh)["trees"]
+    out = {}
+    for scheme in SCHEMES:
+        specs, res = _job(data, f"tvn-{scheme}", fresh)
+        mlp = np.array([r.rmse for r in res]).reshape(5, 5)
+        hgb = np.array([[trees["hgb"][scheme, f] for f in FOLDS] for _ in SEEDS_5])
+        mean = np.array([[trees["mean"][scheme, f] for f in FOLDS] for _ in SEEDS_5])
+        out[scheme] = {"mlp": mlp, "hgb": hgb, "mean": mean}
+    return out
+
+
+def hgb_seed_independent(data: Concrete, fresh: bool = False) -> bool:
+    t = _bundle(data, fresh)["trees"]
+    return all(t["seed_check"].values()) and t["early_stopping"] == {False}
+
+
+def jax_runs(data: Concrete, fresh: bool = False) -> list[float]:
+    """Final RMSE of the JAX loop for seeds 0-4 (fold 0, 120 epochs, x64 on)."""
+    return _bundle(data, fresh)["jax"]
+
+
+def _run_jax(data: Concrete) -> list[float]:
+    from .train_jax import train_jax
+    return [train_jax(data, seed=s).rmse for s in SEEDS_5]
+
+
+def grad_norms(data: Concrete) -> dict[str, list[float]]:
+    """First-layer weight-gradient norm after each of the first 8 steps, seed 0, fold 0."""
+    with _lock:
+        key = _key(data, "grad_norms")
+        if key not in _memo:
+            _memo[key] = {
+                name: train(data, zero_grad=zg, max_steps=8, probe_grad_norm=True).grad_norms
+                for name, zg in (("with", True), ("without", False))}
+        return _memo[key]
+
+
+
+if __name__ == "__main__":
+    _answer = sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything printed while training must not corrupt the pickle
+    _data, _jobs_in = pickle.loads(sys.stdin.buffer.read())
+    _answer.write(pickle.dumps(_run_jobs(_data, _jobs_in)))
+    _answer.flush()
