@@ -246,18 +246,9 @@ def _train_group(data: Concrete, specs: list[Spec], epochs: int, optimizer: str,
             results[i].steps += steps_per_epoch
         if record or epoch == epochs - 1:
             for i, pred in enumerate(evaluate()):
-                r = rmse_mpa(pred, preps[i].y_val)
-                res = results[i]
-                if record:
-                    res.history.append(r)
-                if not math.isfinite(r):
-                    res.nonfinite_epochs += 1
-                    if res.first_nonfinite_epoch is None:
-                        res.first_nonfinite_epoch = epoch + 1
+                results[i].log_epoch(epoch, rmse_mpa(pred, preps[i].y_val), record)
     for i, pred in enumerate(evaluate()):
-        results[i].rmse = rmse_mpa(pred, preps[i].y_val)
-        results[i].pred_std = float(torch.from_numpy(pred).std())
-        results[i].predictions = pred
+        results[i].finish(pred, preps[i].y_val)
     return results
 
 

@@ -166,9 +166,12 @@ def main(argv=None) -> int:
     if data is None:
         print("NOTE: concrete data not found; claims training on it will be skipped",
               flush=True)
-    common = [sys.executable, "-m", "pytest", "claims", "-q", "--timeout", "300"]
+    # -c pins the ini (and so the rootdir and the plugins) whatever the other paths are;
+    # option values are joined with "=" so pytest never mistakes them for test paths
+    common = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "claims", "-q",
+              "--timeout=300"]
     if data:
-        common += ["--concrete-data", data]
+        common += [f"--concrete-data={data}"]
     env = dict(os.environ)
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # deterministic cuBLAS (RNG-08)
     # JAX would otherwise take 75% of the card's memory the first time it is touched,
@@ -181,7 +184,7 @@ def main(argv=None) -> int:
 
     # 2. the GPU tier of the claims
     claims_step = _step("claims-gpu", common + ["--tier", "gpu", "--require-device", "cuda",
-                                                 "--claims-report", str(scratch / "claims")],
+                                                 f"--claims-report={scratch / 'claims'}"],
                         min(300.0, left() * (0.5 if not args.no_bench else 1.0)), logs, env)
     for f in ("claims.md", "claims.json"):
         if (scratch / "claims" / f).exists():
@@ -199,9 +202,9 @@ def main(argv=None) -> int:
             path = out / f"{label(name)}_{dev}.json"
             extra = ["--require-device", "cuda"] if dev == "cuda" else []
             st = _step(f"bench-{dev}", common + ["--tier", "bench", "--only-device", dev,
-                                                 "--benchmark-json", str(path),
+                                                 f"--benchmark-json={path}",
                                                  "--benchmark-group-by", "group",
-                                                 "--claims-report", str(scratch / f"bench-{dev}")]
+                                                 f"--claims-report={scratch / f'bench-{dev}'}"]
                        + extra, budget, logs, env)
             st["benchmark_json"] = str(path) if path.exists() else None
             bench_claims = scratch / f"bench-{dev}" / "claims.json"

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path

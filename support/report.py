@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     show = sub.add_parser("show", help="print the summary of a saved claims.json")
     show.add_argument("path", type=Path)
+    show.add_argument("--summary", action="store_true", help="only the verdict counts")
     mx = sub.add_parser("matrix", help="put many runs side by side (support/matrix.py)")
     mx.add_argument("inputs", nargs="*", type=Path,
                     help="claims.json files, run folders or benchmark JSON (default: "
@@ -214,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "show":
         data = json.loads(args.path.read_text())
         print(" | ".join(f"{k} {n}" for k, n in data["summary"].items() if n))
+        if args.summary:
+            return 0
         for e in data["claims"]:
             if e["verdict"] in ("fails", "drift", "error"):
                 print(f"{e['id']:<9} {e['verdict']:<6} stated {e['stated']!r} measured {_fmt(e['measured'])}")

@@ -183,3 +183,19 @@ def fd_errors(toy: Toy, steps=FD_STEPS) -> tuple[np.ndarray, np.ndarray]:
     errs = np.array([abs(central_difference(toy.params, toy.x, toy.y, h) - exact)
                      for h in steps])
     return steps, errs
+
+
+def tape_nodes(loss) -> list:
+    """Every autograd node reachable from ``loss.grad_fn``, each once, in creation order
+    (a post-order walk of ``next_functions``)."""
+    seen, order = set(), []
+
+    def walk(fn):
+        if fn is None or fn in seen:
+            return
+        seen.add(fn)
+        for nxt, _ in fn.next_functions:
+            walk(nxt)
+        order.append(fn)
+    walk(loss.grad_fn)
+    return order

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .jaxutil import x64 as x64_mode
 from .data import Concrete, lecture_split
 from .train_torch import BATCH, prepare, rmse_mpa
 
@@ -71,7 +72,7 @@ def train_jax(data: Concrete, *, fold: int = 0, seed: int = 0, epochs: int = 120
     if train_idx is None or val_idx is None:
         train_idx, val_idx = lecture_split(fold)
     p = prepare(data, train_idx, val_idx)
-    with jax.enable_x64(x64):
+    with x64_mode(x64):
         run = _compiled_run(len(p.X_train), len(p.X_val), epochs, lr, x64)
         out = run(jax.random.PRNGKey(seed), jnp.asarray(p.X_train, dtype=jnp.float32),
                   jnp.asarray(p.y_train, dtype=jnp.float32),

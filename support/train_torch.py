@@ -104,6 +104,21 @@ class TrainResult:
     def n_warnings(self) -> int:
         return len(self.warnings)
 
+    def log_epoch(self, epoch: int, rmse: float, record: bool) -> None:
+        """Note an epoch's validation RMSE (kept when ``record``; NaN epochs always counted)."""
+        if record:
+            self.history.append(rmse)
+        if not math.isfinite(rmse):
+            self.nonfinite_epochs += 1
+            if self.first_nonfinite_epoch is None:
+                self.first_nonfinite_epoch = epoch + 1
+
+    def finish(self, pred: np.ndarray, y_val: np.ndarray) -> None:
+        """The final-epoch figures from the validation predictions (MPa)."""
+        self.rmse = rmse_mpa(pred, y_val)
+        self.pred_std = float(torch.from_numpy(pred).std())
+        self.predictions = pred
+
 
 def rmse_mpa(pred: np.ndarray, y: np.ndarray) -> float:
     d = pred.astype(np.float32).reshape(-1) - y.astype(np.float32).reshape(-1)
@@ -167,20 +182,10 @@ def train(data: Concrete, *, fold: int = 0, seed: int = 0, epochs: int = 120,
                     break
             res.train_loss.append(total / max(count, 1))
             if record or stop or epoch == epochs - 1:
-                pred = evaluate()
-                r = rmse_mpa(pred, p.y_val)
-                if record:
-                    res.history.append(r)
-                if not math.isfinite(r):
-                    res.nonfinite_epochs += 1
-                    if res.first_nonfinite_epoch is None:
-                        res.first_nonfinite_epoch = epoch + 1
+                res.log_epoch(epoch, rmse_mpa(evaluate(), p.y_val), record)
             if stop:
                 break
-        pred = evaluate()
-        res.rmse = rmse_mpa(pred, p.y_val)
-        res.pred_std = float(torch.from_numpy(pred).std())
-        res.predictions = pred
+        res.finish(evaluate(), p.y_val)
     res.warnings = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     return res
 

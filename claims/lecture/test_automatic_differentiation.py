@@ -159,25 +159,10 @@ def test_remaining_adjoints_follow_the_figure(claim, framework):
 
 
 # ----------------------------------------------------------------------------- stored values
-def _nodes(loss):
-    """The backward graph from loss.grad_fn, each node once, creation order (post-order)."""
-    seen, order = set(), []
-
-    def walk(fn):
-        if fn is None or fn in seen:
-            return
-        seen.add(fn)
-        for nxt, _ in fn.next_functions:
-            walk(nxt)
-        order.append(fn)
-    walk(loss.grad_fn)
-    return order
-
-
 @pytest.mark.claim("AD-05")
 def test_backward_keeps_the_tanh_output_and_the_input_x(claim, net):
     loss, lv = toy.torch_loss(net)
-    nodes = {type(n).__name__: n for n in _nodes(loss)}
+    nodes = {type(n).__name__: n for n in toy.tape_nodes(loss)}
     a = torch.tanh(lv["W"].detach() @ lv["x"] + lv["b"].detach())
     tanh_saved = nodes["TanhBackward0"]._saved_result
     mv_saved = nodes["MvBackward0"]._saved_vec

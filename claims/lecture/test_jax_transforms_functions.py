@@ -52,10 +52,10 @@ def test_gradient_has_the_structure_of_params(claim):
     params = {"layer": {"W": jnp.ones((2, 3)), "b": jnp.zeros(2)}, "c": jnp.float32(0.5)}
     f = lambda p: jnp.sum(jnp.tanh(p["layer"]["W"] @ jnp.ones(3) + p["layer"]["b"])) * p["c"]
     g = jax.grad(f)(params)
-    same = jax.tree.structure(g) == jax.tree.structure(params)
-    shapes = jax.tree.map(lambda a, b: a.shape == b.shape, g, params)
+    same = jax.tree_util.tree_structure(g) == jax.tree_util.tree_structure(params)
+    shapes = jax.tree_util.tree_map(lambda a, b: a.shape == b.shape, g, params)
     claim.record("same_treedef", same, stated=True)
-    assert same and all(jax.tree.leaves(shapes))
+    assert same and all(jax.tree_util.tree_leaves(shapes))
 
 
 @pytest.mark.claim("JIT-09")

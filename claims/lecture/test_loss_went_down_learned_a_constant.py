@@ -84,7 +84,7 @@ def test_todays_group_kfold_gives_the_lecture_fold_0(concrete, claim):
 
     _, lecture_val = lecture_split(0)
     train_idx, val_idx = next(GroupKFold(n_splits=5).split(concrete.X, concrete.y, concrete.mix_ids))
-    claim.record("lecture fold-0 baseline", baseline_rmse(concrete, 0), stated="17.86", tol="exact")
+    claim.record("lecture fold-0 baseline", baseline_rmse(concrete, 0), stated="17.86", tol="printed")
     claim.record("GroupKFold fold-0 baseline", baseline_rmse(concrete, train_idx=train_idx, val_idx=val_idx),
                  stated="17.86", tol="mpa:single", unit="MPa")
     claim.record("shared validation rows", len(set(val_idx) & set(lecture_val)), stated=206, tol="exact")

@@ -16,21 +16,6 @@ NODES = ["MvBackward0", "AddBackward0", "TanhBackward0", "DotBackward0", "AddBac
          "SubBackward0", "PowBackward0"]
 
 
-def graph(loss):
-    """Every node reachable from loss.grad_fn once, in creation order (post-order walk)."""
-    seen, order = set(), []
-
-    def walk(fn):
-        if fn is None or fn in seen:
-            return
-        seen.add(fn)
-        for nxt, _ in fn.next_functions:
-            walk(nxt)
-        order.append(fn)
-    walk(loss.grad_fn)
-    return order
-
-
 @pytest.fixture
 def tape():
     return toy.torch_loss(toy.draw())
@@ -57,7 +42,7 @@ def test_the_graph_is_whatever_python_ran_this_call(claim, capsys):
 @pytest.mark.claim("TAPE-02")
 def test_the_graph_is_a_dag_ending_in_the_leaves_that_require_grad(claim, tape):
     loss, lv = tape
-    nodes = graph(loss)
+    nodes = toy.tape_nodes(loss)
     sinks = [n for n in nodes if not any(nf is not None for nf, _ in n.next_functions)]
     leaf_vars = {id(n.variable) for n in sinks if hasattr(n, "variable")}
     want = {id(lv[k]) for k in toy.PARAM_NAMES}
@@ -74,7 +59,7 @@ def test_the_graph_is_a_dag_ending_in_the_leaves_that_require_grad(claim, tape):
 @pytest.mark.claim("TAPE-03")
 def test_the_toy_tape_has_seven_nodes(claim, tape):
     loss, _ = tape
-    ops = [type(n).__name__ for n in graph(loss) if type(n).__name__ != "AccumulateGrad"]
+    ops = [type(n).__name__ for n in toy.tape_nodes(loss) if type(n).__name__ != "AccumulateGrad"]
     claim.record("n_nodes", len(ops), stated=7, tol="exact")
     claim.record("nodes", ops)
     assert ops == NODES
@@ -83,7 +68,7 @@ def test_the_toy_tape_has_seven_nodes(claim, tape):
 @pytest.mark.claim("TAPE-04")
 def test_each_node_saves_what_its_backward_rule_needs(claim, tape):
     loss, lv = tape
-    nodes = [n for n in graph(loss) if type(n).__name__ != "AccumulateGrad"]
+    nodes = [n for n in toy.tape_nodes(loss) if type(n).__name__ != "AccumulateGrad"]
     by = {}
     for n in nodes:
         by.setdefault(type(n).__name__, []).append(n)
@@ -110,7 +95,7 @@ def test_each_node_saves_what_its_backward_rule_needs(claim, tape):
 @pytest.mark.claim("TAPE-05")
 def test_the_tape_ends_in_four_accumulate_grad_leaves(claim, tape):
     loss, lv = tape
-    acc = [n for n in graph(loss) if type(n).__name__ == "AccumulateGrad"]
+    acc = [n for n in toy.tape_nodes(loss) if type(n).__name__ == "AccumulateGrad"]
     claim.record("n_accumulate_grad", len(acc), stated=4, tol="exact")
     ids = {id(n.variable) for n in acc}
     assert len(acc) == 4

@@ -268,8 +268,10 @@ def test_loss_scaling_fights_underflow_not_overflow_and_keeps_the_learning_rate(
 # ------------------------------------------------------------------ bfloat16 on the CPU
 @pytest.mark.claim("AMP-07")
 def test_bfloat16_autocast_on_cpu_trains_without_a_scaler(claim):
-    claim.record("cpu_autocast_dtype", str(torch.get_autocast_dtype("cpu")),
-                 stated="torch.bfloat16")
+    # torch.get_autocast_dtype(device) arrived in 2.4; older releases name it per device
+    get = getattr(torch, "get_autocast_dtype", None)
+    cpu_dtype = get("cpu") if get else torch.get_autocast_cpu_dtype()
+    claim.record("cpu_autocast_dtype", str(cpu_dtype), stated="torch.bfloat16")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 1))
     x = torch.randn(256, 8)

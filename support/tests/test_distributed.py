@@ -29,10 +29,12 @@ def test_a_failing_assertion_in_a_worker_leaves_no_orphans_and_frees_the_port(mo
     real = distributed.free_port
     monkeypatch.setattr(distributed, "free_port", lambda: ports.append(real()) or ports[-1])
     start = time.monotonic()
+    timeout = 600
     with pytest.raises(distributed.WorkerFailed, match="rank 1 disagrees on purpose"):
-        distributed.run(_rank_one_fails, world_size=2, timeout=90)
-    # raised as soon as rank 1 reported, not after the 90 s collective timeout
-    assert time.monotonic() - start < 60
+        distributed.run(_rank_one_fails, world_size=2, timeout=timeout)
+    # raised as soon as rank 1 reported, not after the collective timeout (a generous bound:
+    # start-up alone took 64 s on a loaded 2-core machine)
+    assert time.monotonic() - start < timeout / 2
     assert distributed.worker_pids() == []
     assert distributed.port_is_free(ports[0])
 
