@@ -29,7 +29,8 @@ def _factor_deps(cp) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for line in cp["testenv"]["deps"].splitlines():
         line = line.strip()
-        hit = re.match(r"^([\w,]+):\s*([A-Za-z0-9_.\-]+)==([\w.+]+)$", line)
+        # "factor: pkg==1.2" with an optional environment marker after ";"
+        hit = re.match(r"^([\w,]+):\s*([A-Za-z0-9_.\-]+)==([\w.+]+)\s*(?:;.*)?$", line)
         if hit:
             out.setdefault(hit[1], {})[hit[2].lower()] = hit[3]
     return out
