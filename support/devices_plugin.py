@@ -20,7 +20,7 @@ import pytest
 
 from . import devices
 
-_executed_key = pytest.StashKey[dict]()
+_saved_key = pytest.StashKey[tuple]()
 _failed_require_key = pytest.StashKey[list]()
 PROP = "needs_device"
 
@@ -45,6 +45,9 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_device(*devices): the test runs on these devices "
                                        "(skipped with the reason when absent)")
+    # the device sets are module state read by support.devices; a nested in-process session
+    # (pytester) sets its own, so keep this session's and put them back at unconfigure
+    config.stash[_saved_key] = (set(devices.REQUIRED), set(devices.ONLY))
     devices.REQUIRED.clear()
     devices.REQUIRED.update(_split(config.getoption("--require-device")))
     devices.ONLY.clear()
@@ -53,7 +56,7 @@ def pytest_configure(config):
     if bad:
         raise pytest.UsageError(f"unknown device(s) {sorted(bad)}; known: "
                                 f"{', '.join(devices.KNOWN)}")
-    config.stash[_executed_key] = {}
+    config.pluginmanager.register(_Executed(), f"support-devices-executed-{id(config)}")
     if config.pluginmanager.hasplugin("benchmark"):
         config.pluginmanager.register(_BenchmarkHooks(), "support-devices-benchmark")
 
@@ -95,25 +98,42 @@ def pytest_runtest_setup(item):
     pytest.skip(reason)
 
 
-def pytest_runtest_logreport(report):
-    if report.when != "call":
-        return
-    if report.skipped and not hasattr(report, "wasxfail"):
-        return  # skipped inside the test: it did not run on the device
-    for key, value in getattr(report, "user_properties", []):
-        if key == PROP:
-            _EXECUTED.extend(value.split(","))
+def pytest_unconfigure(config):
+    required, only = config.stash.get(_saved_key, (set(), set()))
+    devices.REQUIRED.clear()
+    devices.REQUIRED.update(required)
+    devices.ONLY.clear()
+    devices.ONLY.update(only)
 
 
-# the controller sees worker reports through logreport (xdist forwards user_properties)
-_EXECUTED: list[str] = []
+class _Executed:
+    """The devices that test variants of this session actually ran on. Registered per
+    config, so a nested session keeps its own; the controller sees xdist workers' reports
+    through this hook (user_properties travel with them)."""
+
+    def __init__(self):
+        self.devices: list[str] = []
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call":
+            return
+        if report.skipped and not hasattr(report, "wasxfail"):
+            return  # skipped inside the test: it did not run on the device
+        for key, value in getattr(report, "user_properties", []):
+            if key == PROP:
+                self.devices.extend(value.split(","))
+
+
+def _executed(config) -> list[str]:
+    plugin = config.pluginmanager.get_plugin(f"support-devices-executed-{id(config)}")
+    return plugin.devices if plugin is not None else []
 
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if hasattr(config, "workerinput") or not devices.REQUIRED:
         return
-    ran = {d: _EXECUTED.count(d) for d in devices.REQUIRED}
+    ran = {d: _executed(config).count(d) for d in devices.REQUIRED}
     missing = [d for d, n in ran.items() if n == 0]
     config.stash[_failed_require_key] = missing
     if missing:
@@ -124,7 +144,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if hasattr(config, "workerinput") or not devices.REQUIRED:
         return
     missing = config.stash.get(_failed_require_key, [])
-    ran = {d: _EXECUTED.count(d) for d in sorted(devices.REQUIRED)}
+    ran = {d: _executed(config).count(d) for d in sorted(devices.REQUIRED)}
     if missing:
         terminalreporter.write_sep("!", "REQUIRED DEVICE NOT USED", red=True, bold=True)
         for d in missing:

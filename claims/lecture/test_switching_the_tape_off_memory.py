@@ -24,6 +24,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from support import devices
 from support.memory import MB, LiveTensors, SavedTensors, cuda_allocated, linear_fit
 from support.tolerances import Tol
 from support.train_torch import mlp
@@ -117,17 +118,11 @@ def test_summing_loss_tensors_leaks_a_graph_per_batch_item_keeps_one_no_grad_non
 
 
 # ------------------------------------------------------------------ the allocator, on CUDA
-def _cuda_or_skip():
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA: the allocator-level reading (torch.cuda.memory_allocated); "
-                    "the CPU tests above count the same bytes exactly")
-    return torch.device("cuda")
-
-
 @pytest.mark.gpu
+@devices.needs("cuda")
 @pytest.mark.claim("MEM-05")
 def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim):
-    dev = _cuda_or_skip()
+    dev = torch.device("cuda")
     torch.manual_seed(0)
     model = mlp(d_in=8, hidden=1024).to(dev)
     x = torch.randn(BIG_ROWS, 8, device=dev)
@@ -147,9 +142,10 @@ def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim):
 
 
 @pytest.mark.gpu
+@devices.needs("cuda")
 @pytest.mark.claim("MEM-07")
 def test_cuda_allocator_reading_of_the_validation_leak(claim):
-    dev = _cuda_or_skip()
+    dev = torch.device("cuda")
     torch.manual_seed(0)
     model = mlp(d_in=8, hidden=1024).to(dev)
     data = [(torch.randn(BATCH_ROWS, 8, device=dev), torch.randn(BATCH_ROWS, 1, device=dev))

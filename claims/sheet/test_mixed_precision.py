@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from hypothesis import given, strategies as st
 from torch import nn
 
-from support import timing
+from support import devices, timing
 from support.memory import SavedTensors
 from support.tolerances import Tol
 
@@ -343,16 +343,11 @@ def test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu(c
     assert ratio < 0.7
 
 
-def _cuda_or_skip():
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA: the float16 recipe and tensor cores are GPU features")
-    return torch.device("cuda")
-
-
 @pytest.mark.gpu
+@devices.needs("cuda")
 @pytest.mark.claim("AMP-06")
 def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim):
-    dev = _cuda_or_skip()
+    dev = torch.device("cuda")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 256), nn.ReLU(), nn.Linear(256, 1)).to(dev)
     x = torch.randn(1024, 8, device=dev)
@@ -376,10 +371,11 @@ def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim):
 
 
 @pytest.mark.gpu
+@devices.needs("cuda")
 @pytest.mark.claim("AMP-10")
 @pytest.mark.parametrize("dtype", [F16, BF16], ids=["float16", "bfloat16"])
 def test_mixed_precision_halves_memory_and_speeds_up_on_tensor_cores(claim, dtype):
-    dev = _cuda_or_skip()
+    dev = torch.device("cuda")
     torch.manual_seed(0)
     # rows >> width, so that activations, not the half-precision weight copies, dominate
     width, rows, depth = 2048, 32768, 8
