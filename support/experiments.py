@@ -191,6 +191,16 @@ def scaler_leak(data: Concrete, fresh: bool = False) -> dict[str, np.ndarray]:
     return {"honest": rm[0], "leaky": rm[1]}
 
 
+def fit_hgb(X: np.ndarray, y: np.ndarray, **kw):
+    """``HistGradientBoostingRegressor`` with its defaults (``kw`` passed on), fitted on one
+    thread: at 824 rows OpenMP's spinning threads cost far more than they give."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return HistGradientBoostingRegressor(**kw).fit(X, y)
+
+
 def _fit_trees(data: Concrete) -> dict:
     """HGB defaults on raw float32 inputs and predict-the-mean, per scheme and fold.
 
@@ -200,26 +210,21 @@ def _fit_trees(data: Concrete) -> dict:
     ``seed_check`` records, for fold 0 of each scheme, that seeds 0 and 4 predict
     identically (the tests assert it).
     """
-    from sklearn.ensemble import HistGradientBoostingRegressor
-    from threadpoolctl import threadpool_limits
-
     X = data.X.astype(np.float32)
     y = data.y.astype(np.float32)
     out = {"hgb": {}, "mean": {}, "seed_check": {}, "early_stopping": set()}
-    # one thread: OpenMP's spinning threads cost far more than they give at 824 rows
-    with threadpool_limits(1):
-        for scheme in SCHEMES:
-            for fold in FOLDS:
-                tr, va = split(data, scheme, fold)
-                m = HistGradientBoostingRegressor(random_state=0).fit(X[tr], y[tr])
-                out["early_stopping"].add(bool(m.do_early_stopping_))
-                pred = m.predict(X[va]).astype(np.float32)
-                out["hgb"][scheme, fold] = rmse_mpa(pred, y[va])
-                mean = y[tr].mean(dtype=np.float32)
-                out["mean"][scheme, fold] = rmse_mpa(np.full(len(va), mean, np.float32), y[va])
-                if fold == 0:
-                    m4 = HistGradientBoostingRegressor(random_state=4).fit(X[tr], y[tr])
-                    out["seed_check"][scheme] = bool(np.array_equal(m4.predict(X[va]), m.predict(X[va])))
+    for scheme in SCHEMES:
+        for fold in FOLDS:
+            tr, va = split(data, scheme, fold)
+            m = fit_hgb(X[tr], y[tr], random_state=0)
+            out["early_stopping"].add(bool(m.do_early_stopping_))
+            pred = m.predict(X[va]).astype(np.float32)
+            out["hgb"][scheme, fold] = rmse_mpa(pred, y[va])
+            mean = y[tr].mean(dtype=np.float32)
+            out["mean"][scheme, fold] = rmse_mpa(np.full(len(va), mean, np.float32), y[va])
+            if fold == 0:
+                m4 = fit_hgb(X[tr], y[tr], random_state=4)
+                out["seed_check"][scheme] = bool(np.array_equal(m4.predict(X[va]), m.predict(X[va])))
     return out
 
 

@@ -14,19 +14,17 @@ import numpy as np
 import pytest
 
 from support import stories, toy
+from support.batched import split
+from support.experiments import fit_hgb
 from support.train_torch import train
 
 
 def _leaky_split_story(concrete) -> list[str]:
     """One (seed 0, fold 0) cell of the random-KFold comparison: the tree and the MLP."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
-    from sklearn.model_selection import KFold
-
-    tr, va = next(KFold(5, shuffle=True, random_state=0).split(concrete.X))
+    tr, va = split(concrete, "kfold", 0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        X = concrete.X.astype(np.float32)
-        HistGradientBoostingRegressor(random_state=0).fit(X[tr], concrete.y[tr].astype(np.float32))
+        fit_hgb(concrete.X[tr].astype(np.float32), concrete.y[tr].astype(np.float32), random_state=0)
     net = train(concrete, seed=0, epochs=400, train_idx=tr, val_idx=va)
     return [str(w.message) for w in caught] + net.warnings
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from support import experiments
+from support.experiments import fit_hgb
 from support.data import lecture_split
 from support.tolerances import Tol
 from support.train_torch import train
@@ -28,14 +29,6 @@ def fold0(data):
     X = data.X.astype(np.float32)
     y = data.y.astype(np.float32)
     return X[tr], y[tr], X[va]
-
-
-def fit_hgb(X, y, **kw):
-    from sklearn.ensemble import HistGradientBoostingRegressor
-    from threadpoolctl import threadpool_limits
-    # one thread: at 824 rows OpenMP's thread start-up and spinning cost more than they give
-    with threadpool_limits(1):
-        return HistGradientBoostingRegressor(**kw).fit(X, y)
 
 
 @pytest.mark.claim("FW-09")
