@@ -200,7 +200,7 @@ def adam_panels(runs) -> tuple[bytes, str]:
         for i, (k, v) in enumerate(sorted(series.items())):
             ax.semilogy(v, color=_color(i // 2), ls="-" if k.endswith("steep") else "--", label=k)
         for key, txt in (("sgd_ratio", "SGD steep/shallow"), ("adam_ratio", "Adam steep/shallow")):
-            m, s = f15.get(key), stated_float(f15.get(key))
+            m = f15.get(key)
             if m is not None:
                 ax.text(0.02, 0.02 + 0.08 * (key == "adam_ratio"),
                         f"{txt}: {m['value']:.3g} (notes {m.get('stated', '-')})",
@@ -222,9 +222,8 @@ def adam_panels(runs) -> tuple[bytes, str]:
         for i, (k, v) in enumerate(sorted(b2.items())):
             ax.semilogy(v, color=_color(i), label=f"beta2 {k}")
         marks: list = []
-        for key, b in (("beta2_0.999_collapse_at_250", "0.999"), ("beta2_0.9_dip_at_250", "0.9")):
-            m = f16.get(key)
-            s = stated_float(m)
+        for key in ("beta2_0.999_collapse_at_250", "beta2_0.9_dip_at_250"):
+            s = stated_float(f16.get(key))
             if s:
                 _stated_mark(ax, 250, 1.0 / s, marks)
         ax.axvline(200, color="#999", lw=0.8, ls=":")
