@@ -47,7 +47,7 @@ PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "python"
             "keras", "onnx", "onnxruntime", "xlrd")
 FIELDS = {"id", "document", "section", "source", "paraphrase", "stated", "kind", "tier",
           "tolerance", "rule", "version_note", "status", "reason", "applies", "meaning",
-          "links"}
+          "links", "fingerprint"}
 APPLIES_FIELDS = {"frameworks", "versions", "devices"}
 
 
@@ -73,6 +73,7 @@ class Claim:
     meaning: str = ""
     links: list = field(default_factory=list)
     applies: dict = field(default_factory=dict)
+    fingerprint: str = ""      # of its sentence in the notes (support/notes.py)
 
     @property
     def testable(self) -> bool:
@@ -163,6 +164,8 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
                 if dev not in DEVICES:
                     errors.append(f"{where}: unknown device {dev!r} (known: {', '.join(DEVICES)})")
             _check_versions(where, applies.get("versions", {}), errors)
+            if not re.fullmatch(r"[0-9a-f]{24}", str(entry.get("fingerprint", "0" * 24))):
+                errors.append(f"{where}: fingerprint must be 24 hex digits (python -m support.notes pin)")
             try:
                 claims[cid] = Claim(**{k: v for k, v in entry.items() if k in FIELDS})
             except TypeError as exc:
