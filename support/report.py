@@ -208,7 +208,17 @@ def main(argv: list[str] | None = None) -> int:
                          "claims/history/* and reports/*/claims.json)")
     mx.add_argument("-o", "--out", type=Path, default=Path("reports/matrix"))
     mx.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+    nt = sub.add_parser("notes", help="the notes annotated with a run's verdicts, errata.md and "
+                        "notes.json (support/notes_html.py)")
+    nt.add_argument("report", type=Path, help="a claims.json")
+    nt.add_argument("--notes", action="append", required=True, metavar="PATH",
+                    help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
+    nt.add_argument("-o", "--out", type=Path, default=Path("reports/notes"))
+    nt.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
     args = ap.parse_args(argv)
+    if args.cmd == "notes":
+        from . import notes_html
+        return notes_html.main(args)
     if args.cmd == "matrix":
         from . import matrix
         return matrix.main(args)
