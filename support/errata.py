@@ -29,7 +29,8 @@ def as_printed(value, stated) -> str:
     except (TypeError, ValueError):
         return fmt(value)
     step = -round(math.log10(2 * half))            # decimals of the printed figure
-    if isinstance(stated, str) and _EXP.search(stated):   # 1.4e-12: the same last decimal place
+    text = stated if isinstance(stated, str) else repr(stated)
+    if _EXP.search(text):                                  # 1.4e-12: the same last decimal place
         if not value:
             return "0"
         digits = math.floor(math.log10(abs(value))) + step
@@ -49,11 +50,11 @@ def stated_rows(claim: dict) -> list[dict]:
         for name, m in (v.get("figures") or {}).items():
             if not isinstance(m, dict) or m.get("stated") is None:
                 continue
-            within = m.get("within", m.get("outcome"))
+            outcome = m.get("outcome") or {True: "within", False: "outside"}.get(m.get("within"), "")
             rows.append({"variant": v.get("variant") or "", "name": name,
                          "stated": m["stated"], "measured": as_printed(m.get("value"), m["stated"]),
                          "unit": m.get("unit", ""), "tolerance": _tol_text(m),
-                         "within": within})
+                         "outcome": outcome})
     return rows
 
 
@@ -61,7 +62,7 @@ def measured_text(claim: dict, only_outside: bool = True) -> str:
     """What was measured, as the notes would print it (the figures outside their tolerance
     first; every stated figure if none is; the raw measurement if nothing was stated)."""
     rows = stated_rows(claim)
-    out = [r for r in rows if r["within"] in (False, "outside", "broken", "undecided")]
+    out = [r for r in rows if r["outcome"] in ("outside", "broken", "undecided")]
     rows = out if (out and only_outside) else rows
     if not rows:
         return fmt(claim.get("measured"))

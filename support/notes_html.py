@@ -66,9 +66,9 @@ def _stated_table(c: dict) -> str:
     body = "".join(
         f"<tr><td>{_e(r['variant'])}</td><td>{_e(r['name'])}</td><td>{_e(fmt(r['stated']))}</td>"
         f"<td>{_e(r['measured'])} {_e(r['unit'])}</td><td>{_e(r['tolerance'])}</td>"
-        f"<td>{_e(r['within'])}</td></tr>" for r in rows)
+        f"<td>{_e(r['outcome'])}</td></tr>" for r in rows)
     return ("<table><tr><th>variant</th><th>figure</th><th>notes</th><th>measured</th>"
-            f"<th>tolerance</th><th>within</th></tr>{body}</table>")
+            f"<th>tolerance</th><th>outcome</th></tr>{body}</table>")
 
 
 def _variants(c: dict) -> str:

@@ -77,6 +77,22 @@ def test_a_fingerprint_names_the_words_and_how_alike_they_are():
     assert notes.distance(a, b) <= notes.SIMILAR_BITS < notes.distance(a, c)
 
 
+def test_a_markdown_table_is_read_cell_by_cell():
+    md = "| concept | one |\n|---|---|\n| default float | `float32` |\n| next row | x |\n"
+    plain = "concept\n\none\n\ndefault float\n\nfloat32\n\nnext row\n\nx\n"
+    fps = [sorted(s.fp for s in notes.sentences(t)) for t in (md, plain)]
+    assert fps[0] == fps[1]
+
+
+def test_measured_figures_are_rounded_as_the_notes_print_them():
+    assert errata.as_printed(1.3874e-12, "1.4e-12") == "1.4e-12"
+    assert errata.as_printed(4.441e-16, "1e-17") == "4.4e-16"
+    assert errata.as_printed(2.98e-08, 6e-08) == "3e-08"
+    assert errata.as_printed(0.5274, "0.8") == "0.5"
+    assert errata.as_printed(419.6, "478") == "420"
+    assert errata.as_printed(True, True) == "True"
+
+
 def test_source_references_name_lines_of_one_document():
     assert notes.recorded_lines("L:43-47 Autodiff", "lecture") == [43, 44, 45, 46, 47]
     assert notes.recorded_lines("S:20,26; S:60; L:495", "sheet") == [20, 26, 60]
