@@ -215,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
     nt.add_argument("-o", "--out", type=Path, default=Path("reports/notes"))
     nt.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+    from . import diff
+    diff.add_arguments(sub)             # diff OLD NEW, keep RUN --label NAME (support/diff.py)
     args = ap.parse_args(argv)
+    if args.cmd in ("diff", "keep"):
+        return diff.command(args)
     if args.cmd == "notes":
         from . import notes_html
         return notes_html.main(args)
