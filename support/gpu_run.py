@@ -1,18 +1,18 @@
 """Run the GPU tier and the benchmarks on a GPU machine, and collect everything in one folder.
 
-    python -m support.gpu_run --out DIR [--concrete-data PATH] [--no-bench] [--budget-s 540]
+    python -m support.gpu_run --out DIR [--concrete-data PATH] [--no-bench] [--budget-s 3600]
 
 What it needs: a CUDA machine with this checkout, Python >= 3.10 and the suite installed
 (``pip install -e '.[test]'``: torch with CUDA, jax, optax, numpy, scikit-learn, xlrd,
 pytest, pytest-benchmark, pytest-timeout, hypothesis). JAX may be the CPU build (the JAX GPU
 variants are then skipped with the reason) or ``jax[cuda12]``. No network is used. The
 concrete data (``Concrete_Data.xls``/``.csv``) is found through ``--concrete-data``, the
-``CONCRETE_DATA`` variable, or ``shared/data/concrete`` / ``../shared/data/concrete`` next
-to the checkout; without it the claims that train on it (DEV-08/10/14/15 and the real-model
-benchmark) are skipped and the summary says so.
+``CONCRETE_DATA`` variable, or the user cache that ``python -m support.data fetch`` fills;
+without it the claims that train on it (DEV-08/10/14/15 and the real-model benchmark) are
+skipped and the summary says so.
 
 What it runs (each step a separate pytest process with its own time limit; the whole run
-stays under ``--budget-s``, 9 minutes by default, on one GPU):
+stays under ``--budget-s``, an hour by default: lower it on a machine rented by the minute):
 
 1. **Preflight**: fails loudly (exit 2) unless ``torch.cuda.is_available()``.
 2. **Claims, GPU tier**: ``pytest claims --tier gpu --require-device cuda`` ->
@@ -25,10 +25,6 @@ stays under ``--budget-s``, 9 minutes by default, on one GPU):
 4. ``DIR/summary.json``: each step's command, exit code and wall time, the bench runs'
    verdicts, the device fingerprints, and the paths written; ``DIR/gpu_run.log``: the
    output of every step. Six files in all, no subfolders.
-
-On the project's device tool: ``python3 -m support.gpu_run --out $OUT --concrete-data
-shared/data/concrete`` (copy the data into an ignored ``shared/data/concrete`` of the
-checkout first, or carry it).
 
 Exit code: 0 when every step passed, else the first failing step's code.
 
@@ -84,11 +80,12 @@ def _slug(text: str) -> str:
 
 
 def _find_data(given: str | None) -> str | None:
-    for cand in (given, os.environ.get("CONCRETE_DATA"), ROOT / "shared" / "data" / "concrete",
-                 ROOT.parent / "shared" / "data" / "concrete"):
-        if cand and Path(cand).exists():
-            return str(cand)
-    return None
+    named = given or os.environ.get("CONCRETE_DATA")
+    if named:   # pytest stops with the reason if it holds no valid table
+        return named
+    from .data import ZIP_MEMBER, cache_dir
+    cached = cache_dir() / ZIP_MEMBER
+    return str(cached) if cached.exists() else None
 
 
 def label(device_name: str) -> str:
@@ -131,12 +128,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
     ap.add_argument("--concrete-data", default=None, help="path of the concrete data")
     ap.add_argument("--no-bench", action="store_true", help="run the GPU claims only")
-    ap.add_argument("--budget-s", type=float, default=540.0,
-                    help="wall-clock budget for all steps (default 540 s)")
+    ap.add_argument("--budget-s", type=float, default=3600.0,
+                    help="wall-clock budget for all steps (default 3600 s)")
     args = ap.parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    # a flat folder of few files (the device tool brings back at most 8): claims.md,
+    # a flat folder of few files, easy to copy into claims/history/: claims.md,
     # claims.json, one benchmark JSON per device, summary.json and one log
     logs = out / "gpu_run.log"
     logs.write_text("")

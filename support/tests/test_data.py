@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import http.server
 import io
+import os
+import subprocess
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -13,6 +16,10 @@ import numpy as np
 import pytest
 
 from support import data as sdata
+
+ROOT = Path(__file__).resolve().parents[2]
+# a claim test that needs the data and runs in about a second once it has it
+DATA_TEST = "claims/lecture/test_limitations.py::test_the_tree_trains_on_concrete_in_under_a_second"
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +193,38 @@ def test_missing_data_says_how_to_get_it(cache):
 def test_fetch_command_reports_errors_without_a_traceback(cache, capsys, server):
     assert sdata.main(["fetch", "--url", server.base + "/missing.zip"]) == 1
     assert "error:" in capsys.readouterr().out
+
+
+def _pytest(tmp_path, *args, **env_extra) -> subprocess.CompletedProcess:
+    """The suite's pytest in a subprocess, with no data path named and an empty cache."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CONCRETE_DATA", "PYTEST_XDIST_WORKER")}
+    env["LECTURE11_CACHE"] = str(tmp_path / "cache")
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs",
+                           f"--claims-report={tmp_path / 'report'}", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("how", ["option names no file", "variable names a wrong table"])
+def test_a_named_path_without_the_table_is_a_usage_error_not_a_skip(tmp_path, how):
+    junk = tmp_path / "junk.csv"
+    junk.write_text("a,b\n1,2\n")
+    if how == "option names no file":
+        out, reason = _pytest(tmp_path, "--concrete-data=/no/such/file.xls", DATA_TEST), "no such file"
+    else:
+        out, reason = _pytest(tmp_path, DATA_TEST, CONCRETE_DATA=str(junk)), "expected 9 columns"
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR, out.stdout + out.stderr
+    assert "ERROR: --concrete-data / CONCRETE_DATA:" in out.stderr and reason in out.stderr
+    assert "skipped" not in out.stdout and "passed" not in out.stdout
+
+
+def test_without_a_path_the_cache_is_used_else_a_skip_that_says_how(tmp_path, xls_bytes):
+    out = _pytest(tmp_path, DATA_TEST)
+    assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout + out.stderr
+    assert "python -m support.data fetch" in out.stdout
+    out = _pytest(tmp_path, "--require-data", DATA_TEST)
+    assert out.returncode == 1 and "1 error" in out.stdout and "--require-data" in out.stdout
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / sdata.ZIP_MEMBER).write_bytes(xls_bytes)
+    out = _pytest(tmp_path, "--require-data", DATA_TEST)
+    assert "skipped" not in out.stdout and "error" not in out.stdout, out.stdout + out.stderr
