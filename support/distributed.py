@@ -18,22 +18,73 @@ group is started once per test run however the tests that read it are distribute
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
-import fcntl
 import multiprocessing as mp
 import os
 import pickle
 import queue
 import socket
+import sys
 import time
 import traceback
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: msvcrt locks a byte of the file instead
+    fcntl = None
+try:
+    import msvcrt
+except ImportError:  # POSIX
+    msvcrt = None
 
 LOCALHOST = "127.0.0.1"
 
 
 class WorkerFailed(RuntimeError):
     """A worker raised, died or did not finish in time; the message says which and why."""
+
+
+def unsupported_reason() -> str | None:
+    """Why :func:`run` cannot start a process group on this platform, or None when it can."""
+    if sys.platform == "win32":
+        return ("Windows: these checks start a gloo process group over TCP in spawned workers "
+                "(support.distributed), which the suite runs on Linux and macOS only")
+    import torch.distributed as dist
+    if not dist.is_available():
+        return "this torch is built without torch.distributed"
+    if not dist.is_gloo_available():
+        return "this torch has no gloo backend"
+    return None
+
+
+@contextlib.contextmanager
+def file_lock(path: os.PathLike):
+    """Hold an exclusive lock on ``path`` (created if absent) for the ``with`` block.
+
+    ``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows. Where neither exists the block
+    runs unlocked and the lock yields False, so callers can fall back to not sharing.
+    """
+    with open(path, "a+b") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh, fcntl.LOCK_EX)      # released when the file is closed
+            yield True
+        elif msvcrt is not None:
+            fh.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)   # retries for ~10 s
+                    break
+                except OSError:
+                    continue
+            try:
+                yield True
+            finally:
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            yield False
 
 
 def free_port() -> int:
@@ -185,8 +236,9 @@ def once_per_run(name: str, compute, shared_dir: os.PathLike):
         return compute()
     base = Path(shared_dir) / f"once-{name}"
     result_path = base.with_suffix(".pkl")
-    with open(base.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(base.with_suffix(".lock")) as locked:
+        if not locked:  # no file lock on this platform: each worker computes its own
+            return compute()
         if result_path.exists():
             return pickle.loads(result_path.read_bytes())
         result = compute()

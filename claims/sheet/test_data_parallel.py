@@ -116,9 +116,18 @@ def _start_group():
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
+    if distributed.unsupported_reason():
+        return None     # no process group here: _process_groups_run_here says why
     # one process group per test run, also when xdist spreads these tests over workers
     return distributed.once_per_run("data-parallel", _start_group,
                                     tmp_path_factory.getbasetemp().parent)
+
+
+@pytest.fixture(autouse=True)
+def _process_groups_run_here(claim):
+    reason = distributed.unsupported_reason()
+    if reason:  # Windows
+        claim.not_applicable(reason)
 
 
 def _same(a: dict, b: dict) -> bool:
