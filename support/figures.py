@@ -38,7 +38,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import tolerances  # noqa: E402
+from . import formatting, tolerances  # noqa: E402
 
 NOT_MEASURED = "not measured in this run"
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
@@ -339,7 +339,7 @@ def pathologies(runs) -> tuple[bytes, str]:
 
 
 def fmt_num(v) -> str:
-    return f"{v:.3g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+    return formatting.fmt(v, digits=3)
 
 
 # (model, split, claim of the mean, its name, claim of the runs, their name)

@@ -27,15 +27,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import environment, tolerances
+from . import environment, formatting, tolerances
+from .verdicts import EXECUTED as RAN
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORY = ROOT / "claims" / "history"
 REPORTS = ROOT / "reports"
-EXECUTED = ("holds", "drift", "fails", "error")
+# a claim that ran: its figures can be compared across runs
+EXECUTED = RAN + ("partial",)
 TIMING = re.compile(r"time|wall|speed|(^|[_ ])(ms|s)($|[_ ])|per epoch", re.I)
-VERDICT_ORDER = ("error", "fails", "drift", "holds", "not-applicable", "skipped",
-                 "not-testable", "pending", "not-run")
 
 
 # --------------------------------------------------------------------------- loading
@@ -380,22 +380,8 @@ BENCH_HEAD = ("claim", "workload", "device", "run", "median", "speed-up vs CPU (
 
 # --------------------------------------------------------------------------- formatting
 def fmt(v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return str(v)
-        return f"{v:.4g}"
-    if isinstance(v, list):
-        if len(v) > 4:
-            return f"[{len(v)} values]"
-        return "[" + ", ".join(fmt(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return ", ".join(f"{k}={fmt(x)}" for k, x in v.items())
-    s = str(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+    """A matrix cell: short lists, short text."""
+    return formatting.fmt(v, max_items=4, max_chars=60)
 
 
 def cell_value(claim: dict | None, limit: int = 3) -> str:
@@ -458,8 +444,7 @@ def _sections(runs: list[Run]) -> list[tuple[tuple[str, str], list[str]]]:
     return list(groups.items())
 
 
-def _md(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+_md = formatting.md_cell
 
 
 def markdown(runs: list[Run], diffs: list[dict], gaps: list[dict], bench: list[dict],

@@ -1,120 +1,38 @@
 """The claims plugin: turns claim tests into verdicts and the run into a report.
 
 A claim test carries ``@pytest.mark.claim("ID")`` and measures through the ``claim``
-fixture::
+fixture (:class:`support.recorder.ClaimRecorder`). How a variant's verdict follows from how
+its test ended, and a claim's from its variants, is :mod:`support.verdicts`; this module only
+wires those rules into pytest:
 
-    @pytest.mark.claim("TAPE-07")
-    def test_backward_twice_doubles_the_gradient(claim):
-        ratio = ...
-        claim.record("ratio", ratio, stated=2.0, tol="exact")
-        assert ratio > 1.5          # the qualitative claim itself
-
-The variant verdict follows from how the test ends:
-
-* an ``AssertionError``               -> ``fails`` (the claim is contradicted)
-* any other exception                  -> ``error``
-* ``claim.not_applicable(reason)``     -> ``not-applicable``; ``pytest.skip`` -> ``skipped``
-* it returns and recorded nothing      -> ``error`` (a claim test must measure something)
-* it returns and a recorded figure is
-  outside its tolerance of the stated   -> ``drift``; otherwise ``holds``
-
-Then the expectations file is consulted: a ``fails`` that is expected is reported by
-pytest as xfailed (the run passes), an unexpected ``fails`` or ``error`` fails the test,
-and a claim expected to fail that holds fails the test as an unexpected pass.
+* a verdict that must be expected (fails, drift, error) and that ``claims/expectations.toml``
+  does not name fails the test, with the figure that moved or the message that did not
+  match; an expected failure is reported as xfailed; a claim expected to fail that holds is
+  an unexpected pass and fails the test;
+* a test using pytest-benchmark's ``benchmark`` fixture informs its claim and decides
+  nothing; where benchmarks are disabled (``-n``, ``--benchmark-disable``) it is skipped with
+  that reason;
+* every record travels as a user property (so xdist workers' records reach the controller),
+  and ``--junitxml`` gets each test's claim ID, verdict, stated and measured figures.
 """
 from __future__ import annotations
 
 import json
-import math
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from . import registry as reg
-from . import tolerances
+from . import verdicts
+from .recorder import ClaimRecorder, NotApplicable
 
 RECORD_KEY = "claim_record"
-NA_PREFIX = "not-applicable: "
-_collected_key = pytest.StashKey[dict]()
 _state_key = pytest.StashKey["ClaimsState"]()
-
-
-# --------------------------------------------------------------------------- recorder
-def _jsonable(value):
-    try:
-        import numpy as np
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, np.ndarray):
-            return value.tolist()
-    except ImportError:
-        pass
-    if hasattr(value, "item") and hasattr(value, "numel"):  # a torch scalar tensor
-        return value.item() if value.numel() == 1 else value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return value
-
-
-def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-class ClaimRecorder:
-    """What one test (one variant) measured. Obtained through the ``claim`` fixture."""
-
-    def __init__(self, ids: list[str], registry: dict):
-        self.ids = ids
-        self._registry = registry
-        self.measurements: dict[str, dict] = {}
-        self.notes: list[str] = []
-
-    def record(self, name: str, value, stated=None, tol=None, unit: str = "",
-               reduce: str | None = None, note: str = ""):
-        """Record a measured value (and the figure the notes state for it, if any).
-
-        ``tol`` is a key of :data:`support.tolerances.TABLE` or a ``Tol(..., why=...)``.
-        ``reduce="max"``/``"min"`` keeps the worst value over repeated calls (properties).
-        Returns ``value`` so it can be used inline.
-        """
-        value = _jsonable(value)
-        prev = self.measurements.get(name)
-        if prev is not None and reduce in ("max", "min"):
-            pick = max if reduce == "max" else min
-            value = pick(prev["value"], value)
-            prev["count"] = prev.get("count", 1) + 1
-        entry = {"value": value, "unit": unit}
-        if prev is not None and reduce:
-            entry["count"] = prev.get("count", 1)
-        if note:
-            entry["note"] = note
-        if stated is not None:
-            t = tolerances.resolve(tol)
-            entry["stated"] = stated if isinstance(stated, (str, bool)) else _jsonable(stated)
-            entry["tolerance"] = t.as_dict()
-            num = _number(value)
-            if isinstance(stated, bool) or num is None:
-                entry["within"] = value == stated
-            else:
-                entry["within"] = tolerances.within(num, stated, t)
-        self.measurements[name] = entry
-        return value
-
-    def note(self, text: str) -> None:
-        """A sentence for the report (e.g. which version behaved how)."""
-        self.notes.append(str(text))
-
-    def not_applicable(self, reason: str):
-        """End the test: the claim does not apply here (an API absent in this version...)."""
-        pytest.skip(NA_PREFIX + reason)
-
-    def payload(self) -> dict:
-        return {"measurements": self.measurements, "notes": self.notes}
+_recorder_key = pytest.StashKey[ClaimRecorder]()
+_tier_key = pytest.StashKey[str]()
+_summary_key = pytest.StashKey[tuple]()
 
 
 # --------------------------------------------------------------------------- state
@@ -133,12 +51,21 @@ class ClaimsState:
         self.collected: dict[str, list[str]] = {}
         self.started = time.time()
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
         # registered per config, so a nested in-process session (pytester) keeps its own
-        # records; the controller also receives xdist workers' reports through this hook
+        # records; the controller also receives xdist workers' reports through this hook.
+        # The record is taken off the report so that --junitxml shows only the properties;
+        # a worker leaves it on, since xdist sends the report to the controller after this.
+        if hasattr(self.config, "workerinput"):
+            return
+        keep = []
         for key, value in getattr(report, "user_properties", []):
             if key == RECORD_KEY:
                 self.records.append(json.loads(value))
+            else:
+                keep.append((key, value))
+        report.user_properties = keep
 
 
 def _state(config) -> ClaimsState:
@@ -197,6 +124,15 @@ def claim_ids(item) -> list[str]:
     return ids
 
 
+def _tier(item, ids: list[str], registry: dict) -> str:
+    explicit = [t for t in reg.TIERS if item.get_closest_marker(t)]
+    if explicit:
+        return explicit[-1]
+    if ids and all(c in registry for c in ids):
+        return max((registry[c].tier for c in ids), key=reg.TIERS.index)
+    return "fast"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     state = _state(config)
@@ -208,22 +144,12 @@ def pytest_collection_modifyitems(session, config, items):
     if bad_wanted:
         raise pytest.UsageError(f"--claim names unknown ID(s): {sorted(bad_wanted)}")
     keep, drop = [], []
-    order = {t: i for i, t in enumerate(reg.TIERS)}
     for item in items:
         ids = claim_ids(item)
         for cid in ids:
-            if cid not in state.registry:
-                unknown.setdefault(cid, []).append(item.nodeid)
-            else:
-                collected.setdefault(cid, []).append(item.nodeid)
+            (collected if cid in state.registry else unknown).setdefault(cid, []).append(item.nodeid)
             item.extra_keyword_matches.add(cid)
-        explicit = [t for t in reg.TIERS if item.get_closest_marker(t)]
-        if explicit:
-            tier = explicit[-1]
-        elif ids and all(c in state.registry for c in ids):
-            tier = max((state.registry[c].tier for c in ids), key=order.__getitem__)
-        else:
-            tier = "fast"
+        tier = _tier(item, ids, state.registry)
         item.add_marker(getattr(pytest.mark, tier))
         item.stash[_tier_key] = tier
         if tier not in tiers or (wanted and not (wanted & set(ids))):
@@ -234,7 +160,6 @@ def pytest_collection_modifyitems(session, config, items):
         lines = [f"{cid}: {', '.join(nodes)}" for cid, nodes in sorted(unknown.items())]
         raise pytest.UsageError("claim marker(s) name IDs missing from the registry:\n  "
                                 + "\n  ".join(lines))
-    config.stash[_collected_key] = collected
     state.collected = collected
     if hasattr(config, "workeroutput"):
         config.workeroutput["claims_collected"] = json.dumps(collected)
@@ -243,14 +168,7 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = keep
 
 
-_tier_key = pytest.StashKey[str]()
-
-
-def collected_claims(config) -> dict[str, list[str]]:
-    """Claim ID -> node ids of every test collected for it (before deselection)."""
-    return config.stash.get(_collected_key, {})
-
-
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """xdist: merge what a worker collected (the controller collects nothing itself)."""
     out = getattr(node, "workeroutput", {}) or {}
@@ -262,26 +180,44 @@ def pytest_testnodedown(node, error):
 
 
 # --------------------------------------------------------------------------- running
+def _benchmarks_off(config) -> str:
+    """Why pytest-benchmark will not time anything in this run ("" if it will)."""
+    if not config.pluginmanager.hasplugin("benchmark"):
+        return "pytest-benchmark is not installed"
+    if config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False):
+        return "benchmarks are disabled (--benchmark-disable)"
+    if config.getoption("dist", "no") != "no" or os.environ.get("PYTEST_XDIST_WORKER"):
+        return ("pytest-benchmark turns itself off under xdist (-n); run the bench tier in one "
+                "process: python -m pytest --tier bench -p no:xdist")
+    return ""
+
+
+def _variant_id(item) -> str:
+    cs = getattr(item, "callspec", None)
+    return cs.id if cs is not None else ""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     ids = claim_ids(item)
     if not ids:
         return
     state = _state(item.config)
-    item.stash[_recorder_key] = ClaimRecorder(ids, state.registry)
+    item.stash[_recorder_key] = ClaimRecorder(ids, state.registry, _variant_id(item))
     for cid in ids:
         applies = state.registry[cid].applies
         why = reg.version_mismatch(applies.get("versions", {}))
         if why:
-            pytest.skip(f"{NA_PREFIX}{cid} applies to {applies['versions']}; {why}")
-
-
-_recorder_key = pytest.StashKey[ClaimRecorder]()
+            raise NotApplicable(f"{cid} applies to {applies['versions']}; {why}")
+    if "benchmark" in getattr(item, "fixturenames", ()):
+        off = _benchmarks_off(item.config)
+        if off:
+            pytest.skip(off)
 
 
 @pytest.fixture
 def claim(request) -> ClaimRecorder:
-    """The recorder of the running claim test (see :class:`ClaimRecorder`)."""
+    """The recorder of the running claim test (see :class:`support.recorder.ClaimRecorder`)."""
     rec = request.node.stash.get(_recorder_key, None)
     if rec is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses the claim fixture but has no "
@@ -289,27 +225,24 @@ def claim(request) -> ClaimRecorder:
     return rec
 
 
-def _variant(item) -> tuple[str, dict]:
+def _params(item) -> dict:
     cs = getattr(item, "callspec", None)
     if cs is None:
-        return "", {}
-    return cs.id, {k: (v if isinstance(v, (int, float, str, bool)) or v is None else repr(v))
-                   for k, v in cs.params.items()}
+        return {}
+    return {k: (v if isinstance(v, (int, float, str, bool)) or v is None else repr(v))
+            for k, v in cs.params.items()}
 
 
-def _short(longrepr) -> str:
-    if longrepr is None:
-        return ""
-    crash = getattr(getattr(longrepr, "reprcrash", None), "message", None)
-    if crash:
-        return crash.strip()
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
-    return str(longrepr).strip().splitlines()[-1] if str(longrepr).strip() else ""
+def _short(report, call) -> str:
+    if call.excinfo is not None:
+        return call.excinfo.exconly().strip()
+    crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
+    return (crash or str(report.longrepr or "")).strip()
 
 
-def _drifted(measurements: dict) -> list[str]:
-    return [n for n, m in measurements.items() if m.get("within") is False]
+def _skip_reason(report) -> str:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return reason.removeprefix("Skipped: ")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -321,81 +254,77 @@ def pytest_runtest_makereport(item, call):
         return
     if call.when == "teardown":
         if report.failed:  # a teardown error is still an error of the claim test
-            _attach(item, report, rec, "error", _short(report.longrepr), teardown=True)
+            _attach(item, report, rec, verdicts.Outcome("error", _short(report, call)),
+                    teardown=True)
         return
     if call.when == "setup" and report.passed:
         return
-    reason = ""
-    if report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        reason = reason.removeprefix("Skipped: ")
-        if reason.startswith(NA_PREFIX):
-            verdict, reason = "not-applicable", reason[len(NA_PREFIX):]
-        else:
-            verdict = "skipped"
-    elif report.failed:
-        if call.excinfo is not None and call.excinfo.errisinstance(AssertionError) \
-                and call.when == "call":
-            verdict = "fails"
-        else:
-            verdict = "error"
-        reason = _short(report.longrepr)
-    else:
-        if not rec.measurements:
-            verdict = "error"
-            reason = "the claim test ended without recording a measurement"
-            report.outcome = "failed"
-            report.longrepr = f"{item.nodeid}: {reason} (use claim.record(...))"
-        else:
-            off = _drifted(rec.measurements)
-            verdict = "drift" if off else "holds"
-            if off:
-                reason = "outside tolerance: " + ", ".join(
-                    f"{n} = {_fmt(rec.measurements[n]['value'])} vs stated "
-                    f"{rec.measurements[n]['stated']}" for n in off)
-    _attach(item, report, rec, verdict, reason)
+    o = verdicts.variant_outcome(
+        when=call.when, passed=report.passed, skipped=report.skipped,
+        skip_reason=_skip_reason(report) if report.skipped else "",
+        not_applicable=call.excinfo is not None and call.excinfo.errisinstance(NotApplicable),
+        assertion=call.excinfo is not None and call.excinfo.errisinstance(AssertionError),
+        message=_short(report, call) if report.failed else "",
+        measurements=rec.measurements,
+        benchmark="benchmark" in getattr(item, "fixturenames", ()))
+    _attach(item, report, rec, o)
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return str(v)
-        return f"{v:.4g}"
-    return str(v)
-
-
-def _attach(item, report, rec: ClaimRecorder, verdict: str, reason: str, teardown=False):
+def _attach(item, report, rec: ClaimRecorder, o: verdicts.Outcome, teardown=False):
     state = _state(item.config)
-    variant, params = _variant(item)
-    expected_info = {}
+    variant = _variant_id(item)
+    matched, applied, problems = {}, {}, []
     for cid in rec.ids:
-        exp = reg.find_expectation(state.expectations, cid, variant)
-        if exp is None:
-            continue
-        expected_info[cid] = {"verdict": exp.verdict, "reason": exp.reason, "label": exp.label()}
+        entries = reg.find_expectations(state.expectations, cid, variant)
+        applied[cid] = [e.label() for e in entries]
         if teardown:
             continue
-        if verdict == "fails" and exp.verdict == "fails":
-            report.outcome = "skipped"
-            report.wasxfail = f"known failure of {cid}: {exp.reason}"
-        elif verdict in ("holds", "drift") and exp.verdict == "fails":
-            report.outcome = "failed"
-            report.longrepr = (f"UNEXPECTED PASS of {cid}: the expectations file says it fails "
-                               f"({exp.reason}) but it {verdict} here. Measured: "
-                               + json.dumps({k: v['value'] for k, v in rec.measurements.items()}))
+        hits, problem = verdicts.unexpected(o, entries)
+        matched[cid] = [{"verdict": e.verdict, "reason": e.reason, "label": e.label()}
+                        for e in hits]
+        if problem:
+            problems.append(f"{cid}: {problem}")
+    if not teardown:
+        _set_outcome(item, report, o, matched, problems)
     payload = {
-        "nodeid": item.nodeid,
-        "ids": rec.ids,
-        "variant": variant,
-        "params": params,
-        "verdict": verdict,
-        "reason": reason,
-        "expected": expected_info,
+        "nodeid": item.nodeid, "ids": rec.ids, "variant": variant, "params": _params(item),
+        "verdict": o.verdict, "reason": o.reason, "figures_decisive": list(o.figures),
+        "expected": matched, "expectations_applied": applied,
+        "unexpected": problems, "devices": _devices(item),
+        "role": "benchmark" if "benchmark" in getattr(item, "fixturenames", ()) else "test",
         "duration": getattr(report, "duration", 0.0),
-        "tier": item.stash.get(_tier_key, "fast"),
-        **rec.payload(),
+        "tier": item.stash.get(_tier_key, "fast"), **rec.payload(),
     }
     report.user_properties.append((RECORD_KEY, json.dumps(payload, default=repr)))
+    # --junitxml writes the properties of the teardown report, which copies the item's
+    figs = {n: m for n, m in rec.measurements.items() if "outcome" in m}
+    for cid in rec.ids:
+        item.user_properties += [
+            ("claim", cid), ("verdict", o.verdict),
+            ("stated", json.dumps({n: m.get("rule", "") for n, m in figs.items()})),
+            ("measured", json.dumps({n: m["value"] for n, m in rec.measurements.items()},
+                                    default=repr))]
+
+
+def _set_outcome(item, report, o: verdicts.Outcome, matched: dict, problems: list[str]):
+    """Make pytest's outcome agree with the verdict and the expectations."""
+    if problems:
+        text = "\n".join(problems)
+        if report.failed:
+            report.sections.append(("claims: not as expected", text))
+        else:
+            report.outcome = "failed"
+            report.longrepr = f"{item.nodeid}\n{text}"
+        return
+    if o.verdict in ("fails", "error") and all(matched.values()):
+        report.outcome = "skipped"
+        report.wasxfail = "; ".join(f"known {o.verdict} of {cid}: {m[0]['reason']}"
+                                    for cid, m in matched.items())
+
+
+def _devices(item) -> list[str]:
+    from .devices_plugin import item_devices
+    return item_devices(item)
 
 
 # --------------------------------------------------------------------------- reporting
@@ -415,9 +344,9 @@ def pytest_sessionfinish(session, exitstatus):
     out = _report_dir(config)
     paths = report.write(data, out)
     config.stash[_summary_key] = (data, paths)
-
-
-_summary_key = pytest.StashKey[tuple]()
+    from . import devices
+    if devices.REQUIRED and data["summary"].get("partial"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

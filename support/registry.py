@@ -39,15 +39,17 @@ KINDS = {
 TIERS = ("fast", "slow", "gpu", "bench")
 DEVICES = ("cpu", "cuda", "mps", "gpu")
 STATUSES = ("testable", "pending", "not-testable")
-VERDICTS = ("holds", "drift", "fails", "skipped", "not-applicable", "not-testable",
-            "pending", "error", "not-run")
 DOCUMENTS = ("lecture", "sheet")
 # the packages whose versions a claim or an expectation may be keyed on
 PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "python",
             "keras", "onnx", "onnxruntime", "xlrd")
 FIELDS = {"id", "document", "section", "source", "paraphrase", "stated", "kind", "tier",
           "tolerance", "rule", "version_note", "status", "reason", "applies", "meaning",
-          "links", "fingerprint"}
+          "links", "figures", "requires", "fingerprint"}
+FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why"}
+# what a claim may require to have run (``requires``): a device of support.devices, or
+# "gpu" for any accelerator (cuda, mps, jax:gpu, jax:tpu)
+REQUIREMENTS = ("cpu", "cuda", "mps", "jax:cpu", "jax:gpu", "jax:tpu", "gpu")
 APPLIES_FIELDS = {"frameworks", "versions", "devices"}
 
 
@@ -73,11 +75,114 @@ class Claim:
     meaning: str = ""
     links: list = field(default_factory=list)
     applies: dict = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)     # name -> [Figure, one per variant]
+    requires: list = field(default_factory=list)
     fingerprint: str = ""      # of its sentence in the notes (support/notes.py)
 
     @property
     def testable(self) -> bool:
         return self.status != "not-testable"
+
+    def figure(self, name: str, variant: str = "") -> "Figure":
+        """The figure ``name`` that applies to ``variant`` (a figure may be stated per
+        variant: ``variant = "optax"`` in its entry)."""
+        for f in self.figures.get(name, ()):
+            if f.applies(variant):
+                return f
+        where = f"claims/registry/{self.id.split('-')[0]}.toml"
+        if name in self.figures:
+            raise KeyError(f"{self.id}: no figure {name!r} applies to variant {variant!r} "
+                           f"({where} states it for {[f.variant for f in self.figures[name]]})")
+        known = ", ".join(repr(n) for n in self.figures) or "none"
+        raise KeyError(f"{self.id} states no figure named {name!r} in the registry "
+                       f"({where}; its figures: {known})")
+
+    def all_figures(self) -> list["Figure"]:
+        return [f for fs in self.figures.values() for f in fs]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of a claim, held once, in the registry: what the notes print (``stated``,
+    compared under the tolerance ``tol``: a key of support.tolerances.TABLE, or an override
+    ``{ rtol = ..., why = "..." }``) and/or the bounds of the qualitative claim
+    (``bound = "<= 1e-15"``). A test checks it with ``claim.check(name, value)``: a broken
+    bound makes the claim fail, a stated figure outside its tolerance makes it drift.
+    ``reference = true`` marks a figure the notes do not print (a measured reference, e.g.
+    the protocol's re-run): it is compared the same way and reported as a reference."""
+
+    claim: str
+    name: str
+    stated: object = None
+    tol: object = None
+    bounds: tuple = ()
+    variant: str = ""
+    reference: bool = False
+
+    def tolerance(self):
+        from . import tolerances
+        if self.stated is None:
+            return None
+        if self.tol is None:
+            numeric = not isinstance(self.stated, (bool, str)) or tolerances._numeric_text(self.stated)
+            return tolerances.TABLE["printed" if numeric else "exact"]
+        return tolerances.resolve(self.tol)
+
+    def judge(self, value, interval=None) -> str:
+        from . import tolerances
+        return tolerances.judge(value, interval, self.stated, self.tolerance(), self.bounds)
+
+    def rule(self) -> str:
+        """The figure's rule in words, for reports: "1.7e-18 (printed), bound <= 1e-15"."""
+        parts = []
+        if self.stated is not None:
+            t = self.tolerance()
+            kind = "reference" if self.reference else "stated"
+            parts.append(f"{kind} {self.stated} ({t.describe()})")
+        parts += [f"bound {b}" for b in self.bounds]
+        return ", ".join(parts)
+
+    def applies(self, variant_id: str) -> bool:
+        return not self.variant or self.variant in variant_id
+
+
+def _figures(where: str, cid: str, raw, errors: list) -> dict:
+    from . import tolerances
+    out: dict = {}
+    if not isinstance(raw, list):
+        errors.append(f"{where}: figures must be a list of {{ name = ..., stated = ... }}")
+        return out
+    for f in raw:
+        if not isinstance(f, dict) or not f.get("name"):
+            errors.append(f"{where}: a figure needs a name")
+            continue
+        fw = f"{where}: figure {f.get('name')!r}"
+        unknown = set(f) - FIGURE_FIELDS
+        if unknown:
+            errors.append(f"{fw}: unknown field(s) {sorted(unknown)}")
+        if "stated" not in f and "bound" not in f:
+            errors.append(f"{fw}: needs stated and/or bound")
+        tol = f.get("tol")
+        if isinstance(tol, dict):
+            if not f.get("why") and not tol.get("why"):
+                errors.append(f"{fw}: a tolerance override needs why = \"...\"")
+            tol = tolerances.Tol(**{k: v for k, v in tol.items() if k != "why"},
+                                 why=tol.get("why") or f.get("why", ""))
+        elif tol is not None and tol not in tolerances.TABLE:
+            errors.append(f"{fw}: unknown tolerance key {tol!r}")
+        try:
+            raw_b = f.get("bound", [])
+            bounds = tuple(tolerances.Bound.parse(b) for b in
+                           ([raw_b] if isinstance(raw_b, str) else raw_b))
+        except ValueError as exc:
+            errors.append(f"{fw}: {exc}")
+            bounds = ()
+        if any(g.variant == f.get("variant", "") for g in out.get(f["name"], [])):
+            errors.append(f"{fw}: duplicate figure (same name and variant)")
+        out.setdefault(f["name"], []).append(
+            Figure(cid, f["name"], f.get("stated"), tol, bounds, f.get("variant", ""),
+                   bool(f.get("reference", False))))
+    return out
 
 
 def installed_version(package: str) -> Version | None:
@@ -166,6 +271,11 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
             _check_versions(where, applies.get("versions", {}), errors)
             if not re.fullmatch(r"[0-9a-f]{24}", str(entry.get("fingerprint", "0" * 24))):
                 errors.append(f"{where}: fingerprint must be 24 hex digits (python -m support.notes pin)")
+            for req in entry.get("requires", []):
+                if req not in REQUIREMENTS:
+                    errors.append(f"{where}: unknown requirement {req!r} (known: "
+                                  f"{', '.join(REQUIREMENTS)})")
+            entry = dict(entry, figures=_figures(where, str(cid), entry.get("figures", []), errors))
             try:
                 claims[cid] = Claim(**{k: v for k, v in entry.items() if k in FIELDS})
             except TypeError as exc:
@@ -177,56 +287,101 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
 
 @dataclass
 class Expectation:
+    """A known verdict other than holds, naming the failure it expects: ``match`` (a regular
+    expression searched in the assertion message) and/or ``measurement`` (the figure names
+    that drift or break). Any other failure of the same variant is unexpected."""
+
     id: str
     verdict: str
     reason: str
     variant: str = ""          # substring of the variant id; "" = every variant
     versions: dict = field(default_factory=dict)
-    used: int = 0
+    match: str = ""
+    measurement: object = ""   # a figure name, or a list of them
 
     def applies(self, variant_id: str) -> bool:
         if self.variant and self.variant not in variant_id:
             return False
         return version_mismatch(self.versions) is None
 
+    @property
+    def measurements(self) -> list[str]:
+        m = self.measurement
+        return [m] if isinstance(m, str) and m else list(m or [])
+
+    def matches(self, outcome) -> bool:
+        """Whether ``outcome`` (a support.verdicts.Outcome of this verdict) is the failure
+        this entry names."""
+        if outcome.verdict != self.verdict:
+            return False
+        if self.match and outcome.message and re.search(self.match, outcome.message, re.S):
+            return True
+        return bool(set(self.measurements) & set(outcome.figures))
+
+    def names_failure(self) -> str:
+        parts = []
+        if self.match:
+            parts.append(f"message matching /{self.match}/")
+        if self.measurements:
+            parts.append("figure " + ", ".join(self.measurements))
+        return " or ".join(parts) or "nothing"
+
     def label(self) -> str:
         extra = f" [{self.variant}]" if self.variant else ""
         ver = f" when {self.versions}" if self.versions else ""
-        return f"{self.id}{extra}{ver}"
+        what = f" ({', '.join(self.measurements)})" if self.measurements else ""
+        return f"{self.id}{extra} {self.verdict}{what}{ver}"
+
+
+EXPECTATION_FIELDS = ("id", "verdict", "reason", "variant", "versions", "match", "measurement")
 
 
 def load_expectations(path: Path = EXPECTATIONS, registry: dict | None = None) -> list[Expectation]:
+    from .verdicts import EXPECTABLE
     if not path.exists():
         return []
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     out, errors = [], []
     for i, entry in enumerate(data.get("expect", [])):
         where = f"expectations.toml entry {i + 1} ({entry.get('id')})"
-        unknown = set(entry) - {"id", "verdict", "reason", "variant", "versions"}
+        unknown = set(entry) - set(EXPECTATION_FIELDS)
         if unknown:
             errors.append(f"{where}: unknown field(s) {sorted(unknown)}")
-        if registry is not None and entry.get("id") not in registry:
+        claim = (registry or {}).get(entry.get("id"))
+        if registry is not None and claim is None:
             errors.append(f"{where}: no such claim in the registry")
-        if entry.get("verdict") not in ("fails", "drift", "not-applicable", "skipped", "error"):
-            errors.append(f"{where}: verdict must be fails, drift, not-applicable, skipped or error")
+        verdict = entry.get("verdict")
+        if verdict not in EXPECTABLE:
+            errors.append(f"{where}: verdict must be one of {', '.join(EXPECTABLE)}")
         if not entry.get("reason"):
             errors.append(f"{where}: every expectation needs a reason")
+        exp = Expectation(**{k: v for k, v in entry.items() if k in EXPECTATION_FIELDS})
+        if verdict == "drift" and not exp.measurements:
+            errors.append(f"{where}: a drift names the figure(s) that move (measurement = ...)")
+        if verdict in ("fails", "error") and not (exp.match or exp.measurements):
+            errors.append(f"{where}: name the failure: match = \"regex of the assertion "
+                          "message\" or measurement = \"figure whose bound breaks\"")
+        if exp.match:
+            try:
+                re.compile(exp.match)
+            except re.error as e:
+                errors.append(f"{where}: bad match regex: {e}")
+        if claim is not None:
+            bad = [m for m in exp.measurements if m not in claim.figures]
+            if bad:
+                errors.append(f"{where}: measurement(s) {bad} are not figures of {claim.id} "
+                              f"in the registry")
         _check_versions(where, entry.get("versions", {}), errors)
-        out.append(Expectation(**{k: v for k, v in entry.items() if k in
-                                  ("id", "verdict", "reason", "variant", "versions")}))
+        out.append(exp)
     if errors:
         raise RegistryError("expectations file is invalid:\n  " + "\n  ".join(errors))
     return out
 
 
-def find_expectation(expectations: list[Expectation], cid: str, variant_id: str) -> Expectation | None:
-    best = None
-    for e in expectations:
-        if e.id == cid and e.applies(variant_id):
-            # the most specific entry (one naming a variant) wins
-            if best is None or (e.variant and not best.variant):
-                best = e
-    return best
+def find_expectations(expectations: list[Expectation], cid: str, variant_id: str
+                      ) -> list[Expectation]:
+    """Every entry for ``cid`` that applies to this variant in this environment."""
+    return [e for e in expectations if e.id == cid and e.applies(variant_id)]
 
 
 def static_claim_markers(root: Path = ROOT) -> dict[str, list[str]]:
@@ -250,4 +405,52 @@ def static_claim_markers(root: Path = ROOT) -> dict[str, list[str]]:
                     key = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
                         else "<non-literal claim id>"
                     found.setdefault(key, []).append(where)
+    return found
+
+
+# calls through which a test compares a registry figure: claim.check(name, ...),
+# claim.figure(name), timing.check_ratio(claim, name, ...), timing.settle(claim, name, ...)
+_FIGURE_CALLS = {"check": 0, "figure": 0, "decided": 0, "check_ratio": 1, "settle": 1}
+
+
+def _name_pattern(node) -> str | None:
+    """A figure name as a regular expression: a literal, or an f-string whose fields match
+    anything; None when the name is computed otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.escape(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+"
+                       for v in node.values)
+    return None
+
+
+def static_figure_checks(root: Path = ROOT) -> dict[str, list[tuple[str, str]]]:
+    """Claim ID -> [(name pattern, 'file::function')] of every figure name a test of that
+    claim compares, found by reading the source. Names used in a module's helper functions
+    (no claim marker) count for every claim of the module. A computed name is reported as
+    the pattern "<computed>"."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted((root / "claims").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        helpers, module_ids = [], set()
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+            ids = [a.value for d in fn.decorator_list for sub in ast.walk(d)
+                   if isinstance(sub, ast.Call) and getattr(sub.func, "attr", "") == "claim"
+                   for a in sub.args if isinstance(a, ast.Constant)]
+            module_ids.update(ids)
+            names = []
+            for call in ast.walk(fn):
+                f = getattr(call, "func", None)
+                pos = _FIGURE_CALLS.get(getattr(f, "attr", None)) if isinstance(call, ast.Call) else None
+                if pos is None or len(call.args) <= pos:
+                    continue
+                names.append(_name_pattern(call.args[pos]) or "<computed>")
+            where = f"{path.relative_to(root)}::{fn.name}"
+            if ids:
+                for cid in ids:
+                    found.setdefault(cid, []).extend((n, where) for n in names)
+            else:
+                helpers.extend((n, where) for n in names)
+        for cid in module_ids:
+            found.setdefault(cid, []).extend(helpers)
     return found

@@ -5,31 +5,19 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
-from . import environment
+from . import environment, verdicts
+from .formatting import fmt as _fmt, md_cell as _md_cell
 
-SCHEMA = 1
-ORDER = ("error", "fails", "drift", "holds", "not-applicable", "skipped")
-SHOWN = ("holds", "drift", "fails", "skipped", "not-applicable", "not-testable", "pending",
-         "error", "not-run")
-
-
-def _worst(verdicts: list[str]) -> str:
-    executed = [v for v in verdicts if v in ("error", "fails", "drift", "holds")]
-    if executed:
-        return min(executed, key=ORDER.index)
-    if verdicts and all(v == "not-applicable" for v in verdicts):
-        return "not-applicable"
-    return "skipped"
+SCHEMA = 2
 
 
 def _claim_measured(variants: list[dict]):
     """A number when the claim measured one thing once, else an object of named values."""
     named = {}
-    multi = len({v["variant"] for v in variants}) > 1 or len(variants) > 1
+    multi = len(variants) > 1
     for v in variants:
         for name, m in v.get("measurements", {}).items():
             key = name
@@ -42,71 +30,104 @@ def _claim_measured(variants: list[dict]):
     return named or None
 
 
+def _ran_on(rec: dict, requirement: str) -> bool:
+    devs = rec.get("devices") or []
+    if requirement == "gpu":
+        return any(d not in ("cpu", "jax:cpu") for d in devs)
+    return requirement in devs
+
+
+def missing_requirements(claim, recs: list[dict]) -> list[str]:
+    """One sentence per variant the registry requires (``requires``) that did not run."""
+    out = []
+    tests = [r for r in recs if r.get("role") != "benchmark"]
+    for req in claim.requires:
+        if any(_ran_on(r, req) and r["verdict"] in verdicts.EXECUTED for r in tests):
+            continue
+        why = sorted({r["reason"] for r in tests if _ran_on(r, req) and r["reason"]})
+        out.append(f"its {req} variant did not run ({'; '.join(why)})" if why else
+                   f"no {req} variant was selected in this run")
+    return out
+
+
+def _figure_label(f) -> str:
+    return f"{f.name} [{f.variant}]" if f.variant else f.name
+
+
+def _stated(c) -> str:
+    if c.figures:
+        return "; ".join(f"{_figure_label(f)}: {f.rule()}" for f in c.all_figures())
+    return c.stated
+
+
+def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict:
+    tests = sorted(set(collected) | {r["nodeid"] for r in recs}) or static
+    entry = {
+        "id": c.id, "document": c.document, "section": c.section, "source": c.source,
+        "paraphrase": c.paraphrase, "kind": c.kind, "tier": c.tier,
+        "stated": _stated(c), "measured": None, "tolerance": c.tolerance,
+        "figures": {_figure_label(f): f.rule() for f in c.all_figures()},
+        "requires": list(c.requires),
+        "verdict": None, "reason": "", "expected": None, "variants": [], "tests": tests,
+    }
+    if c.meaning:
+        entry["meaning"] = c.meaning
+    if c.links:
+        entry["links"] = c.links
+    if recs:
+        missing = missing_requirements(c, recs)
+        v, why = verdicts.claim_verdict(recs, missing)
+        entry["verdict"], entry["measured"] = v, _claim_measured(recs)
+        entry["missing"] = missing
+        for r in recs:
+            exp = (r.get("expected") or {}).get(c.id) or []
+            if exp and (r["verdict"] == v or entry["expected"] is None):
+                entry["expected"] = exp[0]
+            entry["variants"].append({
+                "test": r["nodeid"], "params": r["params"], "variant": r["variant"],
+                "verdict": r["verdict"], "reason": r["reason"], "role": r.get("role", "test"),
+                "devices": r.get("devices", []),
+                "measured": {k: m["value"] for k, m in r["measurements"].items()},
+                "figures": r["measurements"], "notes": r["notes"],
+                "unexpected": r.get("unexpected", []),
+                "duration_s": round(r.get("duration", 0.0), 4),
+            })
+        reasons = [f"{r['variant'] + ': ' if r['variant'] else ''}{r['reason']}"
+                   for r in recs if r["verdict"] == v and r["reason"]]
+        entry["reason"] = "; ".join(dict.fromkeys([why] * bool(why) + reasons))
+        if entry["expected"] and v == entry["expected"]["verdict"]:
+            entry["reason"] = (entry["reason"] + " | known: " + entry["expected"]["reason"]).strip(" |")
+    elif c.status == "not-testable":
+        entry["verdict"], entry["reason"] = "not-testable", c.reason
+    elif tests:
+        entry["verdict"], entry["reason"] = "not-run", "its tests were not selected in this run"
+    elif c.status == "pending":
+        entry["verdict"], entry["reason"] = "pending", "no test yet (a gap in the suite)"
+    else:
+        entry["verdict"], entry["reason"] = "error", "registry says testable but no test exists"
+    return entry
+
+
 def build(state, elapsed: float = 0.0) -> dict:
     by_id: dict[str, list[dict]] = {}
     for rec in state.records:
         for cid in rec["ids"]:
             by_id.setdefault(cid, []).append(rec)
-    claims = []
-    used_expectations: set[str] = set()
-    ran_ids: set[str] = set()
     from .registry import static_claim_markers
     static = static_claim_markers()
-    for cid, c in state.registry.items():
-        recs = by_id.get(cid, [])
-        tests = sorted(set(state.collected.get(cid, [])) | {r["nodeid"] for r in recs})
-        if not tests:
-            tests = static.get(cid, [])
-        entry = {
-            "id": cid, "document": c.document, "section": c.section, "source": c.source,
-            "paraphrase": c.paraphrase, "kind": c.kind, "tier": c.tier,
-            "stated": c.stated, "measured": None, "tolerance": c.tolerance,
-            "verdict": None, "reason": "", "expected": None, "variants": [], "tests": tests,
-        }
-        if c.meaning:
-            entry["meaning"] = c.meaning
-        if c.links:
-            entry["links"] = c.links
-        if recs:
-            ran_ids.add(cid)
-            entry["verdict"] = _worst([r["verdict"] for r in recs])
-            entry["measured"] = _claim_measured(recs)
-            for r in recs:
-                exp = r.get("expected", {}).get(cid)
-                if exp:
-                    used_expectations.add(exp["label"])
-                    if r["verdict"] == entry["verdict"] or entry["expected"] is None:
-                        entry["expected"] = exp
-                entry["variants"].append({
-                    "test": r["nodeid"], "params": r["params"], "variant": r["variant"],
-                    "verdict": r["verdict"], "reason": r["reason"],
-                    "measured": {k: v["value"] for k, v in r["measurements"].items()},
-                    "figures": r["measurements"], "notes": r["notes"],
-                    "duration_s": round(r.get("duration", 0.0), 4),
-                })
-            reasons = [f"{r['variant'] + ': ' if r['variant'] else ''}{r['reason']}"
-                       for r in recs if r["verdict"] == entry["verdict"] and r["reason"]]
-            entry["reason"] = "; ".join(dict.fromkeys(reasons))
-            if entry["expected"] and entry["verdict"] == entry["expected"]["verdict"]:
-                entry["reason"] = (entry["reason"] + " | known: " + entry["expected"]["reason"]).strip(" |")
-        elif c.status == "not-testable":
-            entry["verdict"], entry["reason"] = "not-testable", c.reason
-        elif tests:
-            entry["verdict"], entry["reason"] = "not-run", "its tests were not selected in this run"
-        elif c.status == "pending":
-            entry["verdict"], entry["reason"] = "pending", "no test yet (a gap in the suite)"
-        else:
-            entry["verdict"], entry["reason"] = "error", "registry says testable but no test exists"
-        claims.append(entry)
-    summary = {v: 0 for v in SHOWN}
+    claims = [_entry(c, by_id.get(cid, []), state.collected.get(cid, []), static.get(cid, []))
+              for cid, c in state.registry.items()]
+    summary = {v: 0 for v in verdicts.ORDER}
     for e in claims:
-        summary[e["verdict"]] = summary.get(e["verdict"], 0) + 1
+        summary[e["verdict"]] += 1
     known = sum(1 for e in claims if e["expected"] and e["verdict"] == e["expected"]["verdict"])
-    from .registry import version_mismatch
-    # an entry keyed to other versions cannot match here: it is not stale, just elsewhere
-    stale = [e.label() for e in state.expectations
-             if e.id in ran_ids and e.label() not in used_expectations
-             and version_mismatch(e.versions) is None]
+    matched = {m["label"] for r in state.records for ms in (r.get("expected") or {}).values()
+               for m in ms}
+    # an entry applied to a variant that ran, and matched nothing there: it did not occur
+    applied = {lab for r in state.records if r["verdict"] in verdicts.EXECUTED
+               for labs in (r.get("expectations_applied") or {}).values() for lab in labs}
+    stale = sorted(applied - matched)
+    unexpected = [p for r in state.records for p in r.get("unexpected", [])]
     return {
         "schema": SCHEMA,
         "environment": environment.fingerprint(),
@@ -114,26 +135,10 @@ def build(state, elapsed: float = 0.0) -> dict:
         "summary": summary,
         "expected_verdicts": known,
         "stale_expectations": stale,
+        "unexpected": list(dict.fromkeys(unexpected)),
+        "verdicts": verdicts.MEANING,
         "claims": claims,
     }
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return str(v)
-        return f"{v:.4g}"
-    if isinstance(v, dict):
-        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
-    if isinstance(v, list):
-        return "[" + ", ".join(_fmt(x) for x in v[:8]) + (", ..." if len(v) > 8 else "") + "]"
-    return str(v)
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(data: dict) -> str:
@@ -148,8 +153,10 @@ def markdown(data: dict) -> str:
         "| verdict | claims |", "|---|---|",
     ]
     lines += [f"| {k} | {n} |" for k, n in data["summary"].items() if n]
+    if data.get("unexpected"):
+        lines += ["", "Not as expected (these failed the run):", ""] + [f"* {_md_cell(p)}" for p in data["unexpected"]]
     if data.get("stale_expectations"):
-        lines += ["", "Expectations that matched nothing: " + ", ".join(data["stale_expectations"])]
+        lines += ["", "Expected, but did not occur in this run: " + ", ".join(data["stale_expectations"])]
     section = None
     for e in sorted(data["claims"], key=lambda e: (e["document"] != "lecture", e["section"], e["id"])):
         key = (e["document"], e["section"])
@@ -159,6 +166,8 @@ def markdown(data: dict) -> str:
                       "| id | claim | stated | measured | verdict | variants | reason |",
                       "|---|---|---|---|---|---|---|"]
         variants = ", ".join(f"{x['variant'] or 'default'}: {x['verdict']}" for x in e["variants"])
+        if e.get("missing"):
+            variants += "; missing: " + "; ".join(e["missing"])
         lines.append("| " + " | ".join(_md_cell(x) for x in (
             e["id"], e["paraphrase"], e["stated"], _fmt(e["measured"]), e["verdict"],
             variants, e["reason"])) + " |")
@@ -176,22 +185,36 @@ def write(data: dict, out: Path) -> list[Path]:
     return [j, m]
 
 
+def _known(e: dict) -> str:
+    return " [known]" if e["expected"] and e["expected"]["verdict"] == e["verdict"] else ""
+
+
+def summary_line(data: dict) -> str:
+    return " | ".join(f"{k} {n}" for k, n in data["summary"].items() if n)
+
+
+def not_holding(data: dict) -> list[dict]:
+    """The claims whose verdict is not a plain holds, worst first."""
+    bad = [e for e in data["claims"] if e["verdict"] in verdicts.NOT_HOLDING]
+    return sorted(bad, key=lambda e: (verdicts.ORDER.index(e["verdict"]), e["id"]))
+
+
 def terminal(tr, data: dict, paths: list[Path]) -> None:
     tr.section("claims: stated vs measured", sep="=")
-    s = data["summary"]
-    tr.write_line(" | ".join(f"{k} {n}" for k, n in s.items() if n) +
-                  f"   ({len(data['claims'])} claims; {data['expected_verdicts']} verdicts as expected)")
-    bad = [e for e in data["claims"] if e["verdict"] in ("fails", "drift", "error")]
+    tr.write_line(summary_line(data) + f"   ({len(data['claims'])} claims; "
+                  f"{data['expected_verdicts']} verdicts as expected)")
+    bad = not_holding(data)
     if bad:
         tr.write_line("")
-    for e in sorted(bad, key=lambda e: (("error", "fails", "drift").index(e["verdict"]), e["id"])):
-        known = " [known]" if e["expected"] and e["expected"]["verdict"] == e["verdict"] else ""
-        tr.write_line(f"{e['id']:<9} {e['verdict']:<6}{known} stated: {e['stated'] or '-'} | "
-                      f"measured: {_fmt(e['measured'])}")
-        if e["reason"]:
-            tr.write_line(f"{'':16}{e['reason'][:300]}")
+    for e in bad:
+        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:400]}")
+    if data.get("unexpected"):
+        tr.write_line("")
+        tr.write_line("NOT AS EXPECTED (these fail the run):", red=True, bold=True)
+        for p in data["unexpected"]:
+            tr.write_line(f"  {p[:400]}", red=True)
     if data.get("stale_expectations"):
-        tr.write_line("expectations that matched nothing: " + ", ".join(data["stale_expectations"]))
+        tr.write_line("expected, but did not occur in this run: " + ", ".join(data["stale_expectations"]))
     tr.write_line("report: " + ", ".join(str(p) for p in paths))
 
 
@@ -228,12 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         return matrix.main(args)
     if args.cmd == "show":
         data = json.loads(args.path.read_text())
-        print(" | ".join(f"{k} {n}" for k, n in data["summary"].items() if n))
+        print(summary_line(data))
         if args.summary:
             return 0
-        for e in data["claims"]:
-            if e["verdict"] in ("fails", "drift", "error"):
-                print(f"{e['id']:<9} {e['verdict']:<6} stated {e['stated']!r} measured {_fmt(e['measured'])}")
+        for e in not_holding(data):
+            print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:300]}")
     return 0
 
 

@@ -18,31 +18,28 @@ of the machine can only slow a trial down. This module fixes the rest of the met
   compares; absolute times are recorded (seconds, with the per-trial lists) and never
   asserted, since they belong to the machine.
 
-Noise policy
-------------
-A ratio comes with a band, widened to include the min-ratio itself and to at least
-``NOISE_FLOOR`` either side of it: with at least ten rounds, the range of ``min(A)/min(B)``
-computed separately over five consecutive stretches of the rounds (how much the statistic
-itself moves within one run); with fewer rounds, the interquartile range of the per-round
-paired ratios ``A_i / B_i`` (the trials of one round ran back to back, so they saw the same
-load). Bands of derived ratios (a speedup over a speedup) combine both ends. A claim
-"A is more than t times slower than B" is then
+Intervals, not bands
+--------------------
+A ratio ``min(A) / min(B)`` comes with a 95 % bootstrap interval: the rounds (a round holds
+one trial of every side, run back to back, so they saw the same load) are resampled with
+replacement, and the ratio of the minima is recomputed on each resample (:class:`Estimate`).
+The interval is how well the run pinned the minima down: on a quiet machine the smallest
+trials agree and it is narrow; under bursts of load it widens. A figure in the registry
+("eager/jit", with the bound of the qualitative claim and the notes' stated value) is then
 
-* **decided yes** when the whole band lies above ``t``;
-* **decided no** when the whole band lies below ``t`` (the test fails: the claim is
-  contradicted beyond noise);
-* **in the noise** otherwise: reported as **drift** with the ratio and its band, never as a
-  pass, and never as a failure (:func:`check_ratio` records ``resolved beyond noise = False``
-  against stated ``True``, which the claims plugin turns into a drift verdict).
+* **decided** when the whole interval lies on one side of each bound and of each edge of the
+  stated figure's tolerance: holds, drift (stated figure missed) or fails (bound contradicted);
+* **undecided** otherwise: the claim is **inconclusive**, which never fails a run and never
+  counts as holds.
+
+:func:`settle` repeats rounds while the figure is undecided and the claim's time budget
+lasts, so repeats are spent where the interval needs them, not everywhere.
 
 Usage in a claim test::
 
     from support import timing
     cmp = timing.compare({"loop": loop, "vmap": vmap}, repeats=10, sync=timing.jax_sync)
-    timing.check_ratio(claim, cmp, "loop", "vmap", above=5.0, name="loop/vmap")
-
-(``above=`` and/or ``below=``; a contradicted bound raises AssertionError, a ratio within
-noise of a bound records a drift and returns None.)
+    timing.check_ratio(claim, "loop/vmap", cmp, "loop", "vmap", budget_s=3)
 
 and in a benchmark (tier ``bench``; same trials, same warm-up, same synchronisation)::
 
@@ -51,19 +48,20 @@ and in a benchmark (tier ``bench``; same trials, same warm-up, same synchronisat
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-# Relative half-width below which two timings are never called different (5 %): shared
-# runners jitter by a few per cent even on the minimum.
-NOISE_FLOOR = 0.05
-# With at least 2 * BLOCKS rounds the band is the range of the min-ratio over BLOCKS
-# consecutive stretches of the rounds; with fewer, the interquartile range of the paired
-# per-round ratios.
-BLOCKS = 5
+import numpy as np
+
+# the bootstrap: resamples per interval and its coverage
+RESAMPLES = 2000
+LEVEL = 0.95
+# settle() stops adding rounds here: past a thousand rounds the minima no longer move, and
+# the bootstrap's cost grows with the rounds
+MAX_ROUNDS = 1000
 
 
 # --------------------------------------------------------------------------- synchronisation
@@ -103,16 +101,6 @@ def time_call(fn: Callable, sync: Callable = no_sync) -> float:
 
 
 # --------------------------------------------------------------------------- results
-def _quantile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    if len(s) == 1:
-        return s[0]
-    pos = q * (len(s) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
 @dataclass
 class Side:
     """The trials of one side, in seconds."""
@@ -141,59 +129,85 @@ class Side:
 
 
 @dataclass
-class Ratio:
-    """``min(a) / min(b)`` with its noise band (see the module docstring)."""
+class Estimate:
+    """A timing statistic with its bootstrap replicates (``boot``) and 95 % interval."""
 
-    a: str
-    b: str
+    label: str
     value: float
-    lo: float
-    hi: float
-    paired: list[float] = field(default_factory=list)
-
-    def decide(self, threshold: float) -> str:
-        """``"above"``, ``"below"`` or ``"noise"`` relative to ``threshold``."""
-        if self.lo > threshold:
-            return "above"
-        if self.hi < threshold:
-            return "below"
-        return "noise"
+    boot: np.ndarray
+    rounds: int
 
     @property
-    def band_text(self) -> str:
-        return f"{self.value:.3g} (band {self.lo:.3g}-{self.hi:.3g})"
+    def interval(self) -> tuple[float, float]:
+        tail = (1 - LEVEL) / 2 * 100
+        lo, hi = np.percentile(self.boot, [tail, 100 - tail])
+        return float(min(lo, self.value)), float(max(hi, self.value))
+
+    @property
+    def text(self) -> str:
+        lo, hi = self.interval
+        return f"{self.value:.3g} [{lo:.3g}, {hi:.3g}]"
+
+    def __truediv__(self, other: "Estimate") -> "Estimate":
+        """A ratio of two statistics (a speed-up over a speed-up); resampled jointly when
+        both come from the same rounds, independently otherwise."""
+        return Estimate(f"({self.label}) / ({other.label})", self.value / other.value,
+                        self.boot / other.boot, min(self.rounds, other.rounds))
+
+    def inverse(self) -> "Estimate":
+        return Estimate(f"1 / ({self.label})", 1 / self.value, 1 / self.boot, self.rounds)
+
+
+def _resample_index(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, n, size=(RESAMPLES, n))
 
 
 @dataclass
 class Comparison:
-    """Interleaved trials of several sides."""
+    """Interleaved trials of several sides; :meth:`extend` adds rounds to the same sides."""
 
     sides: dict[str, Side]
     rounds: int
+    fns: dict = field(default_factory=dict, repr=False)
+    syncs: dict = field(default_factory=dict, repr=False)
+    seed: int = 0
 
     def __getitem__(self, name: str) -> Side:
         return self.sides[name]
 
-    def ratio(self, a: str, b: str) -> Ratio:
-        """How many times slower ``a`` is than ``b`` (>1: ``b`` is faster)."""
-        ta, tb = self.sides[a].times, self.sides[b].times
-        value = min(ta) / min(tb)
-        paired = [x / y for x, y in zip(ta, tb)]
+    def ratio(self, a: str, b: str) -> Estimate:
+        """How many times slower ``a`` is than ``b`` (>1: ``b`` is faster), ``min(a)/min(b)``,
+        with the rounds resampled in pairs (a round's trials saw the same load)."""
+        ta, tb = np.asarray(self.sides[a].times), np.asarray(self.sides[b].times)
         n = min(len(ta), len(tb))
-        if n >= 2 * BLOCKS:
-            # enough rounds: the spread of the statistic itself, min(a)/min(b) over
-            # BLOCKS consecutive stretches of the run (a burst of load shows as spread)
-            edges = [round(i * n / BLOCKS) for i in range(BLOCKS + 1)]
-            spread = [min(ta[i:j]) / min(tb[i:j]) for i, j in zip(edges, edges[1:])]
-            lo_s, hi_s = min(spread), max(spread)
-        else:
-            lo_s, hi_s = _quantile(paired, 0.25), _quantile(paired, 0.75)
-        lo = min(value, lo_s, value * (1 - NOISE_FLOOR))
-        hi = max(value, hi_s, value * (1 + NOISE_FLOOR))
-        return Ratio(a, b, value, lo, hi, paired)
+        idx = _resample_index(n, self.seed + n)
+        boot = ta[:n][idx].min(axis=1) / tb[:n][idx].min(axis=1)
+        return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), boot, n)
+
+    def extend(self, rounds: int) -> None:
+        """Run ``rounds`` more interleaved rounds (the sides are warm already)."""
+        if not self.fns:
+            raise ValueError("this comparison was built from recorded trials; it cannot be extended")
+        _rounds(self.fns, self.syncs, self.sides, rounds, start=self.rounds)
+        self.rounds += rounds
 
     def times(self) -> dict:
         return {k: s.summary() for k, s in self.sides.items()}
+
+
+def _rounds(fns, syncs, out: dict[str, Side], repeats: int, start: int = 0,
+            max_seconds: float | None = None, min_repeats: int = 5) -> int:
+    names = list(fns)
+    spent, done = 0.0, 0
+    for r in range(start, start + repeats):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            t = time_call(fns[n], syncs[n])
+            out[n].times.append(t)
+            spent += t
+        done += 1
+        if max_seconds is not None and spent > max_seconds and done >= min_repeats:
+            break
+    return done
 
 
 def compare(sides: Mapping[str, Callable], *, repeats: int, warmup: int = 1,
@@ -203,25 +217,16 @@ def compare(sides: Mapping[str, Callable], *, repeats: int, warmup: int = 1,
 
     ``sync`` is one function for all sides or one per side. With ``max_seconds`` the rounds
     stop early once that much time was spent on trials (never before ``min_repeats``
-    rounds), which keeps a slow shared machine inside the suite's time budget."""
+    rounds); :func:`settle` adds rounds later where a figure needs them."""
     names = list(sides)
     syncs = {n: (sync[n] if isinstance(sync, Mapping) else sync) for n in names}
     for _ in range(warmup):
         for n in names:
             syncs[n](sides[n]())
     out = {n: Side(n, []) for n in names}
-    spent = 0.0
-    done = 0
-    for r in range(repeats):
-        order = names if r % 2 == 0 else names[::-1]
-        for n in order:
-            t = time_call(sides[n], syncs[n])
-            out[n].times.append(t)
-            spent += t
-        done += 1
-        if max_seconds is not None and spent > max_seconds and done >= min_repeats:
-            break
-    return Comparison(out, done)
+    done = _rounds(dict(sides), syncs, out, repeats, max_seconds=max_seconds,
+                   min_repeats=min_repeats)
+    return Comparison(out, done, dict(sides), syncs, zlib.crc32("|".join(names).encode()))
 
 
 def dispatch_vs_done(fn: Callable, sync: Callable, *, repeats: int, warmup: int = 1
@@ -252,66 +257,54 @@ def record_times(claim, cmp: Comparison, prefix: str = "") -> None:
                      note=f"median {side.median:.4g} s over {len(side.times)} interleaved trials")
 
 
-def record_ratio(claim, r: Ratio, name: str, stated=None, tol="timing:ratio"):
-    """Record a ratio (and its band) against the notes' figure; returns the ratio."""
-    claim.record(name, r.value, stated=stated, tol=tol if stated is not None else None,
-                 note=f"min({r.a})/min({r.b}); noise band {r.lo:.3g}-{r.hi:.3g}")
-    return r.value
+def record_estimate(claim, name: str, est: Estimate) -> float:
+    """Record a timing statistic the notes do not state, with its interval."""
+    lo, hi = est.interval
+    claim.record(name, est.value, note=f"{est.label} over {est.rounds} rounds, "
+                                       f"{LEVEL:.0%} bootstrap interval [{lo:.3g}, {hi:.3g}]")
+    return est.value
 
 
-def ratio_of(r1: Ratio, r2: Ratio) -> Ratio:
-    """``r1 / r2`` (e.g. one jit speedup over another), its band from the two bands."""
-    return Ratio(f"({r1.a}/{r1.b})", f"({r2.a}/{r2.b})", r1.value / r2.value,
-                 r1.lo / r2.hi, r1.hi / r2.lo)
+def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
+           budget_s: float, step: int | None = None) -> Estimate:
+    """Check the registry's figure ``name`` against a timing statistic and its interval,
+    adding rounds to ``comparisons`` while the figure is undecided and ``budget_s`` seconds
+    of extra rounds last. Returns the final estimate (recorded with ``claim.check``)."""
+    t0 = time.perf_counter()
+    est = estimate()
+    def extendable():
+        return [c for c in comparisons if c.fns and c.rounds < MAX_ROUNDS]
+
+    while extendable() and not claim.decided(name, est.value, est.interval) \
+            and time.perf_counter() - t0 < budget_s:
+        for c in extendable():
+            c.extend(min(step or max(5, c.rounds // 2), MAX_ROUNDS - c.rounds))
+        est = estimate()
+    lo, hi = est.interval
+    claim.check(name, est.value, interval=(lo, hi),
+                note=f"{est.label} over {est.rounds} interleaved rounds; {LEVEL:.0%} "
+                     f"bootstrap interval [{lo:.3g}, {hi:.3g}]")
+    return est
 
 
-def check_ratio(claim, cmp_or_ratio, a: str | None = None, b: str | None = None, *,
-                name: str, above: float | None = None, below: float | None = None,
-                stated=None, tol="timing:ratio", what: str = "") -> bool | None:
-    """The noise policy for "the ratio ``min(a)/min(b)`` is above ``above``" (and/or below
-    ``below``).
-
-    Records the ratio (against ``stated`` if given). Every bound decided in the claim's
-    favour: returns True. A bound contradicted beyond the noise band: raises AssertionError
-    (the claim fails). Otherwise the ratio is in the noise: records
-    ``"<name> resolved beyond noise" = False`` against stated True (a **drift** verdict, with
-    the band in the note) and returns None; the caller asserts nothing further on it.
-    """
-    if above is None and below is None:
-        raise ValueError("check_ratio needs above= or below=")
-    r = cmp_or_ratio if isinstance(cmp_or_ratio, Ratio) else cmp_or_ratio.ratio(a, b)
-    record_ratio(claim, r, name, stated=stated, tol=tol)
-    bounds = []
-    if above is not None:
-        bounds.append((f"> {above:g}", r.decide(above) == "above", r.decide(above) == "below"))
-    if below is not None:
-        bounds.append((f"< {below:g}", r.decide(below) == "below", r.decide(below) == "above"))
-    label = what or f"min({r.a})/min({r.b})"
-    wrong = [b for b, _, contra in bounds if contra]
-    if wrong:
-        raise AssertionError(f"{label}: contradicted beyond noise, {name} = {r.band_text}, "
-                             f"the claim needs {' and '.join(wrong)}")
-    if all(ok for _, ok, _ in bounds):
-        return True
-    want = " and ".join(b for b, _, _ in bounds)
-    claim.record(f"{name} resolved beyond noise", False, stated=True, tol="exact",
-                 note=f"{label}: {name} = {r.band_text} is within noise of {want}; "
-                      "reported as drift, not as a pass")
-    return None
+def check_ratio(claim, name: str, cmp: Comparison, a: str, b: str, *,
+                budget_s: float = 2.0) -> Estimate:
+    """:func:`settle` for the ratio ``min(a)/min(b)`` of one comparison."""
+    return settle(claim, name, lambda: cmp.ratio(a, b), [cmp], budget_s=budget_s)
 
 
 # --------------------------------------------------------------------------- benchmarks
 def bench(benchmark, sides: Mapping[str, Callable], measured: str, *, repeats: int,
           warmup: int = 1, sync: Callable | Mapping[str, Callable] = no_sync,
-          extra_info: Mapping | None = None) -> Comparison | None:
+          extra_info: Mapping | None = None) -> Comparison:
     """Run :func:`compare`'s method under pytest-benchmark.
 
     pytest-benchmark times ``measured`` (its timed target ends with the synchronisation);
     the other sides are timed by :func:`time_call` in the untimed ``setup`` before each
     round, so the sides stay interleaved and the trials are the ones the claim tests use.
     ``extra_info`` gains the claim ID and device given by the caller, the other sides' times
-    and the ratios ``other/measured``. Returns the Comparison (None when benchmarks are
-    disabled, e.g. ``--benchmark-disable``)."""
+    and the ratios ``other/measured`` with their intervals. Returns the Comparison. (Where
+    benchmarks are disabled the claims plugin skips the test before it gets here.)"""
     names = list(sides)
     syncs = {n: (sync[n] if isinstance(sync, Mapping) else sync) for n in names}
     others = [n for n in names if n != measured]
@@ -332,18 +325,14 @@ def bench(benchmark, sides: Mapping[str, Callable], measured: str, *, repeats: i
                        iterations=1)
     info = dict(extra_info or {})
     info["side"] = measured
-    stats = getattr(benchmark, "stats", None)
-    if stats is None:
-        benchmark.extra_info.update(info)
-        return None
-    mine = list(stats.stats.data)
+    mine = list(benchmark.stats.stats.data)
     cmp = Comparison({measured: Side(measured, mine),
                       **{n: Side(n, t[:len(mine)]) for n, t in other_times.items()}},
                      len(mine))
     for n in others:
         r = cmp.ratio(n, measured)
         info[f"ratio {n}/{measured}"] = round(r.value, 4)
-        info[f"ratio {n}/{measured} band"] = [round(r.lo, 4), round(r.hi, 4)]
+        info[f"ratio {n}/{measured} interval"] = [round(x, 4) for x in r.interval]
         info[f"{n} min_s"] = cmp[n].min
     benchmark.extra_info.update(info)
     return cmp

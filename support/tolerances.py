@@ -37,7 +37,7 @@ class Tol:
         if self.at_most:
             return f"<= stated (+{self.atol:g})" if self.atol else "<= stated"
         if self.at_least:
-            return "=> stated"
+            return f">= stated (-{self.atol:g})" if self.atol else ">= stated"
         if self.factor:
             return f"within x{self.factor:g} of stated"
         parts = []
@@ -56,9 +56,6 @@ class Tol:
 TABLE: dict[str, Tol] = {
     # API facts, counts, exact arithmetic (x + x, integer counts, dtypes as strings).
     "exact": Tol(key="exact"),
-    # float64 results of the same computation by two implementations (a few ulps apart):
-    # the notes' 4.4e-16 / 2.2e-16 / 1.7e-18 figures. Asserted as an upper bound of 1e-15.
-    "float64:agreement": Tol(atol=1e-15, at_most=True, key="float64:agreement"),
     # float64 gradients/Jacobians of random problems (property tests): a relative bound.
     "float64:gradient": Tol(rtol=1e-12, atol=1e-14, key="float64:gradient"),
     # float32 elementwise results (torch.testing's float32 defaults).
@@ -119,24 +116,106 @@ def as_float(stated: "str | float | int") -> float:
     return float(stated)
 
 
+def band(stated: "str | float | int", tol: Tol) -> tuple[float, float]:
+    """The closed interval of measured values that ``tol`` accepts for ``stated``."""
+    s = as_float(stated)
+    if math.isnan(s) or math.isinf(s):
+        return s, s
+    if tol.at_most:
+        return -math.inf, s + tol.atol
+    if tol.at_least:
+        return s - tol.atol, math.inf
+    if tol.factor:
+        if s == 0:
+            return 0.0, 0.0
+        a, b = s / tol.factor, s * tol.factor
+        return min(a, b), max(a, b)
+    if tol.printed:
+        # a hair of slack for the binary representation of the half-way point
+        half = max(printed_halfwidth(stated) * (1 + 1e-9), tol.atol)
+        return s - half, s + half
+    half = tol.atol + tol.rtol * abs(s)
+    return s - half, s + half
+
+
 def within(measured: float, stated: "str | float | int", tol: Tol) -> bool:
     """Whether ``measured`` matches ``stated`` under ``tol``. NaN matches only NaN."""
-    s = as_float(stated)
-    m = float(measured)
+    s, m = as_float(stated), float(measured)
     if math.isnan(s) or math.isnan(m):
         return math.isnan(s) and math.isnan(m)
-    if math.isinf(s) or math.isinf(m):
-        return s == m
-    if tol.at_most:
-        return m <= s + tol.atol
-    if tol.at_least:
-        return m >= s - tol.atol
-    if tol.factor:
-        if s == 0 or m == 0 or (s > 0) != (m > 0):
-            return s == m
-        return 1.0 / tol.factor <= m / s <= tol.factor
-    if tol.printed:
-        half = printed_halfwidth(stated)
-        # a hair of slack for binary representation of the half-way point
-        return abs(m - s) <= max(half * (1 + 1e-9), tol.atol)
-    return abs(m - s) <= tol.atol + tol.rtol * abs(s)
+    lo, hi = band(stated, tol)
+    return lo <= m <= hi
+
+
+# --------------------------------------------------------------------------- bounds
+_BOUND = re.compile(r"^\s*(<=|>=|<|>)\s*([-+0-9.eE_,]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A bound of the qualitative claim on a figure ("<= 1e-15", "> 1.2"): contradicting it
+    beyond noise makes the claim *fail*, whatever the stated figure's tolerance says."""
+
+    op: str
+    value: float
+
+    @classmethod
+    def parse(cls, text: str) -> "Bound":
+        m = _BOUND.match(str(text))
+        if not m:
+            raise ValueError(f"a bound reads like '<= 1e-15' or '> 1.2', not {text!r}")
+        return cls(m.group(1), as_float(m.group(2)))
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.value:g}"
+
+    def judge(self, lo: float, hi: float) -> str:
+        """``within`` (the whole interval satisfies it), ``broken`` (none of it does) or
+        ``undecided``."""
+        ok = {"<": lambda x: x < self.value, "<=": lambda x: x <= self.value,
+              ">": lambda x: x > self.value, ">=": lambda x: x >= self.value}[self.op]
+        if ok(lo) and ok(hi):
+            return "within"
+        if not ok(lo) and not ok(hi):
+            return "broken"
+        return "undecided"
+
+
+def judge(value, interval, stated=None, tol: "Tol | None" = None,
+          bounds: "tuple[Bound, ...]" = ()) -> str:
+    """The outcome of one figure: ``broken`` (a bound contradicted beyond noise), ``outside``
+    (the stated figure's tolerance missed beyond noise: drift), ``undecided`` (the interval
+    straddles a bound or an edge of the tolerance) or ``within``.
+
+    ``interval`` is ``(lo, hi)`` around ``value`` (a timing or a mean and its error), or None
+    for an exact measurement. A bound that is undecided leaves the qualitative claim
+    undecided, so it outranks a figure outside its tolerance."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    lo, hi = (interval if interval is not None else (value, value)) if number else (None, None)
+    states = [b.judge(float(lo), float(hi)) for b in bounds] if number else []
+    if "broken" in states:
+        return "broken"
+    if "undecided" in states:
+        return "undecided"
+    if stated is None or stated == "":
+        return "within"
+    if isinstance(stated, (bool, str)) and not _numeric_text(stated) or not number:
+        return "within" if value == stated else "outside"
+    if math.isnan(float(lo)) or math.isnan(float(hi)):
+        return "within" if math.isnan(as_float(stated)) else "outside"
+    a, b = band(stated, tol or TABLE["printed"])
+    if a <= lo and hi <= b:
+        return "within"
+    if hi < a or lo > b:
+        return "outside"
+    return "undecided"
+
+
+def _numeric_text(stated) -> bool:
+    if isinstance(stated, bool) or not isinstance(stated, str):
+        return False
+    try:
+        as_float(stated)
+        return True
+    except ValueError:
+        return False

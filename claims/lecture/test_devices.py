@@ -23,7 +23,6 @@ import torch
 from torch import nn
 
 from support import devices, timing
-from support.tolerances import Tol
 from support.train_torch import mlp, train
 
 # protocol §11: (hidden width, input width) of the crossover figure, plus 16 (catalogue)
@@ -82,7 +81,7 @@ def test_moving_a_model_is_two_lines(claim, device):
     assert on_device == {device}
     if device == "cpu":
         # on the CPU both lines are no-ops: the same objects come back
-        claim.record("x.to('cpu') is x", xd is x, stated=True)
+        claim.record("x.to('cpu') is x", xd is x)
         assert xd is x and moved is model
     else:
         torch.manual_seed(0)
@@ -111,7 +110,7 @@ def test_numpy_needs_the_tensor_back_on_the_cpu(claim, device):
         t.numpy()
     claim.record("error on .numpy()", str(err.value)[:200])
     back = t.cpu().numpy()
-    claim.record(".cpu().numpy()", back.tolist(), stated=[0.0, 1.0, 2.0, 3.0], tol="exact")
+    claim.check('.cpu().numpy()', back.tolist())
     assert back.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
@@ -123,8 +122,7 @@ def test_a_gpu_call_returns_before_its_work_is_done(claim):
     cmp = timing.dispatch_vs_done(lambda: a @ a, timing.torch_cuda_sync, repeats=10)
     timing.record_times(claim, cmp)
     # the catalogue's margin: waiting for the result takes > 5x as long as queueing it
-    timing.check_ratio(claim, cmp, "done", "returned", above=5.0, name="done/returned",
-                       what="8192x8192 matmul on CUDA, returned vs synchronised")
+    timing.check_ratio(claim, "done/returned", cmp, "done", "returned")
 
 
 @pytest.mark.claim("DEV-04")
@@ -149,10 +147,9 @@ def test_a_per_step_item_serialises_the_loop(claim):
 
     cmp = timing.compare({"per-step .item()": loop(True), "queued": loop(False)}, repeats=7,
                          sync=timing.torch_cuda_sync, max_seconds=10.0)
+    timing.check_ratio(claim, "with .item() / without", cmp, "per-step .item()", "queued",
+                       budget_s=10.0)
     timing.record_times(claim, cmp)
-    timing.check_ratio(claim, cmp, "per-step .item()", "queued", above=1.1,
-                       name="with .item() / without",
-                       what="200 small GPU steps with a per-step .item()")
 
 
 @pytest.mark.claim("DEV-06")
@@ -170,9 +167,8 @@ def test_a_narrow_operation_loses_on_the_gpu(claim):
         return run
 
     cmp = _cpu_vs("cuda", adds, repeats=15)
+    timing.check_ratio(claim, "cuda/cpu per 16-element add", cmp, "cuda", "cpu")
     timing.record_times(claim, cmp)
-    timing.check_ratio(claim, cmp, "cuda", "cpu", above=1.0, name="cuda/cpu per 16-element add",
-                       what="1,000 adds of 16 floats, CUDA against CPU")
 
 
 # --------------------------------------------------------------------------- the real model
@@ -184,29 +180,28 @@ def real_model_cpu_vs_cuda(concrete):
 
 
 def _record_real_model(claim, cmp):
+    # absolute times belong to the machine (the notes': 8.6 ms CPU, 21.1 ms Apple MPS):
+    # recorded beside the ratio, which is the figure
     for d in ("cpu", "cuda"):
         claim.record(f"{d} ms per epoch", 1e3 * cmp[d].min / 10, unit="ms",
-                     stated={"cpu": 8.6, "cuda": 21.1}[d], tol="timing:ratio",
-                     note="min over 5 interleaved trials of train(epochs=10) / 10")
+                     note="min over interleaved trials of train(epochs=10) / 10; the notes: "
+                          + {"cpu": "8.6 ms", "cuda": "21.1 ms (Apple MPS)"}[d])
 
 
 @pytest.mark.claim("DEV-08")
 @devices.needs("cuda")
 def test_the_session_model_is_slower_on_the_gpu(claim, real_model_cpu_vs_cuda):
     cmp = real_model_cpu_vs_cuda
+    # "slower on the GPU": GPU/CPU above 1 beyond noise; 2.5x stated (21.1 / 8.6)
+    timing.check_ratio(claim, "GPU/CPU epoch time", cmp, "cuda", "cpu", budget_s=20.0)
     _record_real_model(claim, cmp)
-    # 2.5x slower stated (21.1/8.6); drift outside 1.25-5x; contradicted only if the GPU is
-    # clearly faster (catalogue: < 0.8)
-    timing.check_ratio(claim, cmp, "cuda", "cpu", above=0.8, name="GPU/CPU epoch time",
-                       stated=2.5, what="the 8-64-64-1 model's epoch, GPU against CPU")
 
 
 @pytest.mark.claim("DEV-14")
 @devices.needs("cuda")
 def test_for_small_tabular_data_the_cpu_is_the_right_choice(claim, real_model_cpu_vs_cuda):
     cmp = real_model_cpu_vs_cuda
-    timing.check_ratio(claim, cmp, "cuda", "cpu", above=1.0, name="GPU/CPU epoch time",
-                       stated=2.5, what="the CPU is at least as fast for the session model")
+    timing.check_ratio(claim, "GPU/CPU epoch time", cmp, "cuda", "cpu", budget_s=20.0)
 
 
 @pytest.mark.claim("DEV-10")
@@ -219,8 +214,8 @@ def test_repeated_cpu_timings_of_the_same_run_vary(claim, concrete):
                          repeats=5, max_seconds=2.0, min_repeats=3)
     n = len(cmp["cpu"].times)
     per_epoch = 1e3 * cmp["cpu"].min / epochs
-    claim.record(f"cpu ms per epoch (min of {n})", per_epoch, unit="ms", stated=8.6,
-                 tol="timing:ratio", note="the notes: 8.6 ms, an earlier run 11.2 ms")
+    claim.record(f"cpu ms per epoch (min of {n})", per_epoch, unit="ms",
+                 note="the notes: 8.6 ms, an earlier run 11.2 ms (another machine)")
     claim.record(f"coefficient of variation over {n} trials", cmp["cpu"].cv)
     claim.record(f"max/min over {n} trials", max(cmp["cpu"].times) / cmp["cpu"].min)
     # "the least reproducible numbers": identical code, different times (catalogue: CV > 1%)
@@ -235,9 +230,7 @@ def test_the_same_code_on_the_gpu_gives_the_same_answer(claim, concrete):
     d = abs(gpu.rmse - cpu.rmse)
     claim.record("cpu RMSE", cpu.rmse, unit="MPa")
     claim.record("cuda RMSE", gpu.rmse, unit="MPa")
-    claim.record("|cuda - cpu| RMSE", d, unit="MPa", stated=0.2,
-                 tol=Tol(at_most=True, why="catalogue: within 0.2 MPa; bitwise equality is not "
-                                           "expected (different kernels, reduction orders)"))
+    claim.check('|cuda - cpu| RMSE', d, unit='MPa')
     assert d < 0.2
 
 
@@ -270,12 +263,13 @@ def _record_sweep(claim, sweep):
 
 
 def _crossover(r) -> int | None:
-    """The smallest width from which the GPU wins beyond noise at it and every wider one,
-    provided the CPU wins beyond noise at some narrower width."""
+    """The smallest width from which the GPU wins beyond noise (the CPU/GPU interval lies
+    above 1) at it and every wider one, provided the CPU wins beyond noise at some narrower
+    width."""
     widths = list(r)
     for i, w in enumerate(widths):
-        if all(r[v].decide(1.0) == "above" for v in widths[i:]):
-            below = [v for v in widths[:i] if r[v].decide(1.0) == "below"]
+        if all(r[v].interval[0] > 1.0 for v in widths[i:]):
+            below = [v for v in widths[:i] if r[v].interval[1] < 1.0]
             return w if below else None
     return None
 
@@ -283,15 +277,15 @@ def _crossover(r) -> int | None:
 @pytest.mark.claim("DEV-07")
 @devices.needs("cuda")
 def test_the_cpu_wins_narrow_models_and_the_gpu_wide_ones(claim, width_sweep):
-    r = _record_sweep(claim, width_sweep)
-    narrowest, wide = SWEEP[0][0], [w for w, _ in SWEEP if w >= 1024]
-    timing.check_ratio(claim, timing.Ratio("cuda", "cpu", 1 / r[narrowest].value,
-                                           1 / r[narrowest].hi, 1 / r[narrowest].lo),
-                       above=1.0, name=f"GPU/CPU at width {narrowest}",
-                       what=f"the CPU wins at width {narrowest}")
-    for w in wide:
-        timing.check_ratio(claim, r[w], above=1.0, name=f"CPU/GPU at width {w}",
-                           what=f"the GPU wins at width {w}")
+    _record_sweep(claim, width_sweep)
+    timing.check_ratio(claim, "GPU/CPU at width 16", width_sweep[16], "cuda", "cpu",
+                       budget_s=10.0)
+    timing.check_ratio(claim, "CPU/GPU at width 1024", width_sweep[1024], "cpu", "cuda",
+                       budget_s=10.0)
+    timing.check_ratio(claim, "CPU/GPU at width 2048", width_sweep[2048], "cpu", "cuda",
+                       budget_s=10.0)
+    timing.check_ratio(claim, "CPU/GPU at width 4096", width_sweep[4096], "cpu", "cuda",
+                       budget_s=10.0)
 
 
 @pytest.mark.claim("DEV-09")
@@ -299,15 +293,14 @@ def test_the_cpu_wins_narrow_models_and_the_gpu_wide_ones(claim, width_sweep):
 def test_the_crossover_lies_between_64_and_256_units(claim, width_sweep):
     r = _record_sweep(claim, width_sweep)
     cross = _crossover(r)
-    claim.record("crossover width", cross if cross is not None else "none")
     assert cross is not None, "no crossover: one device wins at every width of the sweep"
-    claim.record("crossover within 64-512 (catalogue's holds band)", 64 <= cross <= 512,
-                 stated=True)
+    # the notes: between 64 and 256 units; the catalogue holds it within 64-512 (the sweep's
+    # next width), since the crossover moves with the card
+    claim.check("crossover width", cross)
     past = [r[w].value for w in r if w >= cross]
-    claim.record("GPU gain past the crossover", [round(x, 2) for x in past])
-    claim.record("gain past the crossover within the notes' 1.3-3x",
-                 all(1.3 <= x <= 3.0 for x in past), stated=True,
-                 note="Apple-MPS figures; a datacenter card gains far more at width 4,096")
+    claim.record("GPU gain past the crossover", [round(x, 2) for x in past],
+                 note="the notes: 1.3-3x (Apple MPS); a datacenter card gains far more at "
+                      "width 4,096")
 
 
 @pytest.mark.claim("DEV-13")
@@ -339,11 +332,10 @@ def test_a_large_model_trains_ten_times_faster_on_a_datacenter_card(claim):
         return run
 
     cmp = _cpu_vs("cuda", step, repeats=3, max_seconds=20.0, min_repeats=2)
+    # "10-50x is ordinary": at least 10x
+    timing.check_ratio(claim, "CPU/GPU step time", cmp, "cpu", "cuda", budget_s=30.0)
     timing.record_times(claim, cmp)
     claim.record("device", devices.fingerprint("cuda").get("name"))
-    timing.check_ratio(claim, cmp, "cpu", "cuda", above=10.0, name="CPU/GPU step time",
-                       stated=10.0, tol=Tol(at_least=True, why="the notes: 10-50x is ordinary"),
-                       what="a 4096-wide 8-layer MLP's Adam step, CPU against GPU")
 
 
 # --------------------------------------------------------------------------- bench tier
@@ -356,11 +348,8 @@ def test_bench_real_model_epoch(benchmark, claim, concrete, device):
                        repeats=5, sync=timing.sync_for(device),
                        extra_info={"claim": "DEV-08", "device": device, "epochs_per_trial": 10,
                                    "fingerprint": devices.fingerprint(device)})
-    if cmp is None:
-        claim.record("benchmark", "disabled")
-        return
-    claim.record(f"{device} ms per epoch", 1e3 * cmp[device].min / 10, unit="ms",
-                 stated={"cpu": 8.6}.get(device, 21.1), tol="timing:ratio")
+    claim.record("ms per epoch", 1e3 * cmp[device].min / 10, unit="ms",
+                 note="the notes: 8.6 ms on the CPU, 21.1 ms on Apple MPS")
 
 
 @pytest.mark.bench
@@ -368,13 +357,11 @@ def test_bench_real_model_epoch(benchmark, claim, concrete, device):
 @pytest.mark.parametrize("width,d_in", SWEEP, ids=[f"w{w}" for w, _ in SWEEP])
 @pytest.mark.parametrize("device", devices.params("cpu", "cuda", "mps"))
 def test_bench_width_sweep(benchmark, claim, device, width, d_in):
+    # grouped by workload; the device is in extra_info and in the file name
     benchmark.group = f"width sweep: 3-layer MLP epoch, 8192 rows, batch 1024, width {width}"
     reps = 7 if width <= 1024 or device != "cpu" else 3
     cmp = timing.bench(benchmark, {device: sweep_epoch(width, d_in, device)}, device,
                        repeats=reps, sync=timing.sync_for(device),
                        extra_info={"claim": "DEV-07", "device": device, "width": width,
                                    "d_in": d_in, "fingerprint": devices.fingerprint(device)})
-    if cmp is None:
-        claim.record("benchmark", "disabled")
-        return
-    claim.record(f"{device} ms per epoch at width {width}", 1e3 * cmp[device].min, unit="ms")
+    claim.record("ms per epoch", 1e3 * cmp[device].min, unit="ms")

@@ -47,10 +47,11 @@ def test_none_of_the_five_stories_raises_and_only_one_warns(concrete, claim):
         counts["leaky split"] = len(_leaky_split_story(concrete))
         counts["missing zero_grad"] = stories.run(concrete, "no_zero_grad").n_warnings
         counts["Adam on raw inputs"] = stories.run(concrete, "adam_raw").n_warnings
-    except Exception as exc:  # noqa: BLE001 - a raise anywhere contradicts the sentence
+    except (RuntimeError, ValueError) as exc:   # a framework refusing a step (the sentence
+        # says none does); any other exception is an error of the test, not a verdict
         raise AssertionError(f"a story raised {type(exc).__name__}: {exc}") from exc
     for name, n in counts.items():
         claim.record(f"warnings: {name}", n)
     warned = [name for name, n in counts.items() if n]
-    claim.record("stories that warned", len(warned), stated=1, tol="exact")
+    claim.check('stories that warned', len(warned))
     assert warned == ["unshaped target"]

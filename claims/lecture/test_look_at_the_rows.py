@@ -12,9 +12,7 @@ import collections
 import numpy as np
 import pytest
 
-from support.tolerances import Tol
 
-STATED_PAIR_DIFFS = ["0.89", "1.28", "1.48", "1.68", "1.97", "2.86", "3.44", "6.60"]
 
 
 def _groups(keys: np.ndarray) -> dict[tuple, list[int]]:
@@ -42,15 +40,15 @@ def repeatability_pairs(concrete) -> list[float]:
 @pytest.mark.claim("DS-01")
 def test_concrete_has_1030_results_with_eight_inputs_and_one_target(concrete, claim):
     rows, cols = concrete.values.shape
-    claim.record("rows", rows, stated="1,030", tol="exact")
-    claim.record("inputs", concrete.X.shape[1], stated=8, tol="exact")
+    claim.check('rows', rows)
+    claim.check('inputs', concrete.X.shape[1])
     assert (rows, cols) == (1030, 9)
 
 
 @pytest.mark.claim("DS-02")
 def test_grouping_by_the_seven_components_gives_428_mixes(concrete, claim):
     n = len(set(concrete.mix_ids.tolist()))
-    claim.record("mixes", n, stated=428, tol="exact")
+    claim.check('mixes', n)
     # negative control: age is not part of a mix, and adding it must split mixes apart
     with_age = len(_groups(concrete.X))
     claim.record("distinct mix+age settings", with_age)
@@ -63,7 +61,7 @@ def test_182_mixes_were_tested_at_more_than_one_age(concrete, claim):
     for m, a in zip(concrete.mix_ids, concrete.column("age_days")):
         ages[m].add(a)
     n = sum(1 for s in ages.values() if len(s) > 1)
-    claim.record("multi-age mixes", n, stated=182, tol="exact")
+    claim.check('multi-age mixes', n)
     assert n == 182
 
 
@@ -73,7 +71,7 @@ def test_multi_age_mixes_hold_76_percent_of_rows(concrete, claim):
     rows = sum(c for c in sizes.values() if c > 1)
     share = 100.0 * rows / len(concrete)
     claim.record("rows in multi-age mixes", rows)
-    claim.record("share", share, stated=76, tol="printed", unit="%")
+    claim.check('share', share, unit='%')
     assert 75.5 <= share < 76.5
 
 
@@ -84,27 +82,29 @@ def test_the_file_has_25_exact_duplicate_rows(concrete, claim):
         key = tuple(row.tolist())
         dups += key in seen
         seen.add(key)
-    claim.record("duplicates", dups, stated=25, tol="exact")
+    claim.check('duplicates', dups)
     assert dups == 25
 
 
 @pytest.mark.claim("DS-06")
 def test_eight_settings_measured_twice_differ_by_the_stated_amounts(concrete, claim):
     diffs = repeatability_pairs(concrete)
-    claim.record("pairs", len(diffs), stated=8, tol="exact")
+    claim.check('pairs', len(diffs))
     claim.record("differences", [round(d, 3) for d in diffs], unit="MPa")
-    for i, (d, s) in enumerate(zip(diffs, STATED_PAIR_DIFFS)):
-        claim.record(f"difference {i + 1}", d, stated=s, tol="printed", unit="MPa")
     assert len(diffs) == 8
-    assert np.allclose(diffs, [float(s) for s in STATED_PAIR_DIFFS], atol=0.006)
+    stated = []
+    for i, d in enumerate(diffs):
+        claim.check(f"difference {i + 1}", d, unit="MPa")
+        stated.append(float(claim.figure(f"difference {i + 1}").stated))
+    assert np.allclose(diffs, stated, atol=0.006)
 
 
 @pytest.mark.claim("DS-07")
 def test_repeatability_sd_is_about_2_2_mpa_on_8_df(concrete, claim):
     d = np.array(repeatability_pairs(concrete))
     sd = float(np.sqrt(np.mean(d ** 2) / 2))
-    claim.record("repeatability SD", sd, stated="2.2", tol="printed", unit="MPa")
-    claim.record("degrees of freedom", len(d), stated=8, tol="exact")
+    claim.check('repeatability SD', sd, unit='MPa')
+    claim.check('degrees of freedom', len(d))
     assert abs(sd - 2.2) < 0.1 and len(d) == 8
 
 
@@ -121,11 +121,11 @@ def test_a_four_row_group_at_7_days_has_one_bad_number(concrete, claim):
     rows = _bad_group(concrete)
     assert rows is not None, "no 4-row repeated setting"
     y = sorted(concrete.y[rows].tolist(), reverse=True)
-    claim.record("age", float(concrete.column("age_days")[rows[0]]), stated=7, tol="exact", unit="days")
+    claim.check('age', float(concrete.column('age_days')[rows[0]]), unit='days')
     claim.record("rows (0-based)", rows)
     claim.record("strengths", y, unit="MPa")
-    claim.record("repeated value", y[0], stated="55.895819", tol="printed", unit="MPa")
-    claim.record("odd value", y[3], stated="22.897498", tol="printed", unit="MPa")
+    claim.check('repeated value', y[0], unit='MPa')
+    claim.check('odd value', y[3], unit='MPa')
     assert y[0] == y[1] == y[2] and abs(y[3] - 22.897498) < 1e-6 and abs(y[0] - 55.895819) < 1e-6
 
 
@@ -138,8 +138,7 @@ def test_averaging_the_bad_group_in_would_have_tripled_the_estimate(concrete, cl
     pooled = float(np.sqrt((np.sum(d ** 2) / 2 + np.sum((g - g.mean()) ** 2)) / (len(d) + len(g) - 1)))
     claim.record("SD without the group", sd, unit="MPa")
     claim.record("SD with the group pooled", pooled, unit="MPa")
-    claim.record("ratio", pooled / sd, stated=3, tol="about",
-                 note="pooling the group's 3 df with the 8 pairs")
+    claim.check('ratio', pooled / sd, note="pooling the group's 3 df with the 8 pairs")
     # the qualitative claim: one bad number inflates the estimate several-fold
     assert pooled / sd > 2
 
@@ -148,11 +147,9 @@ def test_averaging_the_bad_group_in_would_have_tripled_the_estimate(concrete, cl
 def test_input_scales_differ_by_more_than_150(concrete, claim):
     coarse = float(concrete.column("coarse_agg").mean())
     sp = float(concrete.column("superplasticizer").mean())
-    claim.record("coarse aggregate mean", coarse, stated=970,
-                 tol=Tol(rtol=0.03, why="the notes say 'averaging about 970'"), unit="kg/m^3")
-    claim.record("superplasticizer mean", sp, stated=6,
-                 tol=Tol(rtol=0.05, why="the notes say 'averaging about 6'"), unit="kg/m^3")
-    claim.record("ratio", coarse / sp, stated=150, tol=Tol(at_least=True, why="'more than 150'"))
+    claim.check('coarse aggregate mean', coarse, unit='kg/m^3')
+    claim.check('superplasticizer mean', sp, unit='kg/m^3')
+    claim.check('ratio', coarse / sp)
     assert coarse / sp > 150
 
 
@@ -173,10 +170,10 @@ def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request,
         pytest.skip("no Concrete_Data.xls available (pass --concrete-data pointing at it)")
     import xlrd
     blob = xls.read_bytes()
-    claim.record("OLE2 signature", blob[:8].hex(), stated="d0cf11e0a1b11ae1", tol="exact")
+    claim.check('OLE2 signature', blob[:8].hex())
     biff = xlrd.open_workbook(file_contents=blob).biff_version
     # BIFF 8 is the Excel 97-2003 format; openpyxl (xlsx) cannot read it
-    claim.record("BIFF version", biff, stated=80, tol="exact")
+    claim.check('BIFF version', biff)
     monkeypatch.setitem(__import__("sys").modules, "xlrd", None)
     with pytest.raises(sdata.DataError, match="xlrd"):
         sdata.read_file(xls)

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from support import experiments, stories
-from support.tolerances import Tol
 from support.train_torch import baseline_rmse
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
@@ -87,15 +86,14 @@ def test_without_zero_grad_the_run_ends_at_23_2_after_sitting_near_12(concrete, 
     broken = runs["no_zero_grad"]
     curve = np.array(broken.history)
     base = baseline_rmse(concrete)
-    final = claim.record("final RMSE", broken.rmse, stated="23.2", tol="mpa:single", unit="MPa")
-    claim.record("baseline", base, stated="17.9", tol="mpa:single", unit="MPa")
+    final = claim.check('final RMSE', broken.rmse, unit='MPa')
+    claim.check('baseline', base, unit='MPa')
     # the latest epoch before the end at which it sat near 12 (within 1.5 MPa)
     near = np.flatnonzero(np.abs(curve[:-1] - 12.0) <= 1.5)
     before = claim.record("epochs before the end it last sat near 12",
                           int(len(curve) - 1 - near[-1]) if len(near) else None)
     if len(near):
-        claim.record("value there", float(curve[near[-1]]), stated=12, tol=Tol(
-            atol=1.5, why="'sat near 12' is read off the figure"), unit="MPa")
+        claim.check('value there', float(curve[near[-1]]), unit='MPa')
     # worse than predicting the mean, and far worse than the working loop
     assert final > base
     assert final > 1.5 * runs["fixed"].rmse
@@ -108,7 +106,7 @@ def test_without_zero_grad_the_run_ends_at_23_2_after_sitting_near_12(concrete, 
 def test_restoring_zero_grad_scores_5_5_and_the_curve_settles(concrete, claim, runs):
     fixed = runs["fixed"]
     curve = np.array(fixed.history)
-    claim.record("RMSE", fixed.rmse, stated="5.5", tol="mpa:single", unit="MPa")
+    claim.check('RMSE', fixed.rmse, unit='MPa')
     claim.record("curve (validation RMSE per epoch)", [round(float(v), 4) for v in curve], unit="MPa")
     last3 = curve[-3:]
     spread = claim.record("spread of the last 3 epochs", float(last3.max() - last3.min()), unit="MPa")
@@ -127,12 +125,10 @@ def test_without_zero_grad_the_gradient_norm_climbs_in_a_straight_line(concrete,
     good, bad = np.array(norms["with"]), np.array(norms["without"])
     claim.record("norms without zero_grad", [round(float(v), 3) for v in bad])
     claim.record("norms with zero_grad", [round(float(v), 3) for v in good])
-    claim.record("without, step 1", float(bad[0]), stated="0.13", tol="printed")
-    claim.record("without, step 8", float(bad[-1]), stated="0.93", tol="printed")
-    claim.record("with, smallest", float(good.min()), stated="0.12", tol=Tol(
-        atol=0.01, why="the notes round the range 0.125-0.162 to 0.12-0.16"))
-    claim.record("with, largest", float(good.max()), stated="0.16", tol=Tol(
-        atol=0.01, why="the notes round the range 0.125-0.162 to 0.12-0.16"))
+    claim.check('without, step 1', float(bad[0]))
+    claim.check('without, step 8', float(bad[-1]))
+    claim.check('with, smallest', float(good.min()))
+    claim.check('with, largest', float(good.max()))
     steps = np.arange(1, len(bad) + 1)
     slope, icpt = np.polyfit(steps, bad, 1)
     r2 = 1 - np.sum((bad - (slope * steps + icpt)) ** 2) / np.sum((bad - bad.mean()) ** 2)
@@ -153,11 +149,11 @@ def test_figure_broken_run_oscillates_across_the_mean_line(concrete, claim, runs
     # the figure's range is read from the curve after its first few epochs (both runs
     # start near the baseline)
     body = curve[5:]
-    claim.record("lowest", float(body.min()), stated=10, tol="about", unit="MPa")
-    claim.record("highest", float(body.max()), stated=26, tol="about", unit="MPa")
+    claim.check('lowest', float(body.min()), unit='MPa')
+    claim.check('highest', float(body.max()), unit='MPa')
     above, below = body > base, body < base
     crossings = claim.record("crossings of the mean line", int(np.sum(above[1:] != above[:-1])))
-    claim.record("working run, last epoch", float(fixed[-1]), stated="5.5", tol="mpa:single", unit="MPa")
+    claim.check('working run, last epoch', float(fixed[-1]), unit='MPa')
     assert above.any() and below.any() and crossings >= 1
     # the correct run settles near 5.5, far under the line
     assert abs(fixed[-1] - 5.5) < 0.5 and fixed[-20:].max() < 0.5 * base

@@ -21,7 +21,7 @@ def test_jax_random_has_no_global_generator(claim):
         jax.random.normal(shape=(3,))
     has_seed = hasattr(jax.random, "seed")
     claim.record("call_without_key", str(err.value))
-    claim.record("module_has_seed", has_seed, stated=False)
+    claim.record('module_has_seed', has_seed)
     assert "key" in str(err.value) and not has_seed
 
 
@@ -30,7 +30,7 @@ def test_same_key_same_numbers(claim):
     key = jax.random.key(42)
     a, b = jax.random.normal(key, (5,)), jax.random.normal(key, (5,))
     same = bool(jnp.array_equal(a, b))
-    claim.record("bitwise_equal", same, stated=True)
+    claim.record('bitwise_equal', same)
     assert same
 
 
@@ -41,7 +41,7 @@ def test_split_keys_give_new_numbers(claim):
     draws = [jax.random.normal(k, (5,)) for k in (key, key2, sub)]
     distinct = not any(bool(jnp.array_equal(draws[i], draws[j]))
                        for i in range(3) for j in range(i + 1, 3))
-    claim.record("draws_distinct", distinct, stated=True)
+    claim.record('draws_distinct', distinct)
     assert distinct
 
 
@@ -54,8 +54,8 @@ def test_explicit_keys_reproduce_inside_jit_and_vmap(claim):
     batched = jax.vmap(f)(keys)
     looped = jnp.stack([f(k) for k in keys])
     same_vmap = bool(jnp.array_equal(batched, looped))
-    claim.record("jit_equals_eager", same_jit, stated=True)
-    claim.record("vmap_equals_loop", same_vmap, stated=True)
+    claim.record('jit_equals_eager', same_jit)
+    claim.record('vmap_equals_loop', same_vmap)
     assert same_jit and same_vmap
 
 
@@ -66,7 +66,7 @@ def test_torch_uses_a_global_generator_seeded_by_manual_seed(claim):
     b = torch.randn(5)                   # the hidden global state moved on
     torch.manual_seed(3)
     c = torch.randn(5)
-    claim.record("reseed_repeats", bool(torch.equal(a, c)), stated=True)
+    claim.record('reseed_repeats', bool(torch.equal(a, c)))
     assert torch.equal(a, c) and not torch.equal(a, b)
 
 
@@ -93,6 +93,6 @@ def _seeded_run(seed):
 @pytest.mark.claim("RNG-07")
 def test_seeding_torch_numpy_and_random_reproduces_a_run(claim):
     a, b, c = _seeded_run(0), _seeded_run(0), _seeded_run(1)
-    claim.record("same_seed_bitwise_equal", bool(torch.equal(a, b)), stated=True)
+    claim.record('same_seed_bitwise_equal', bool(torch.equal(a, b)))
     claim.record("other_seed_differs", not torch.equal(a, c))
     assert torch.equal(a, b) and not torch.equal(a, c)

@@ -26,7 +26,6 @@ import torch.nn.functional as F
 
 from support import devices
 from support.memory import MB, LiveTensors, SavedTensors, cuda_allocated, linear_fit
-from support.tolerances import Tol
 from support.train_torch import mlp
 
 BIG_ROWS = 8192
@@ -50,10 +49,10 @@ def test_one_pass_of_the_1024_unit_mlp_holds_67_mb_and_no_grad_only_the_output(c
     held, alive = graph.held_bytes(), live.live_bytes()
     graph0, live0, out0 = _forward_memory(1024, BIG_ROWS, no_grad=True)
     held0, alive0 = graph0.held_bytes(), live0.live_bytes()
-    claim.record("held_by_graph_MB", held / MB, stated="67", unit="MB")
+    claim.check('held_by_graph_MB', held / MB, unit='MB')
     claim.record("alive_after_pass_MB", alive / MB, unit="MB", note="graph + output")
-    claim.record("no_grad_alive_MB", alive0 / MB, stated="0.03", unit="MB")
-    claim.record("no_grad_held_by_graph_MB", held0 / MB, stated=0.0, tol="exact", unit="MB")
+    claim.check('no_grad_alive_MB', alive0 / MB, unit='MB')
+    claim.check('no_grad_held_by_graph_MB', held0 / MB, unit='MB')
     assert held0 == 0, "no_grad must record nothing"
     # the output alone survives a no_grad pass: every intermediate was freed
     assert alive0 == out0.untyped_storage().nbytes()
@@ -68,7 +67,7 @@ def test_one_pass_of_the_1024_unit_mlp_holds_67_mb_and_no_grad_only_the_output(c
 def test_the_64_unit_model_on_1030_rows_holds_under_a_megabyte(claim):
     graph, live, out = _forward_memory(64, 1030, no_grad=False)
     held, alive = graph.held_bytes(), live.live_bytes()
-    claim.record("held_by_graph_MB", held / MB, stated="0.8", unit="MB")
+    claim.check('held_by_graph_MB', held / MB, unit='MB')
     claim.record("alive_after_pass_MB", alive / MB, unit="MB", note="graph + output")
     claim.note("2 saved ReLU outputs of 1,030 x 64 float32 = 0.527 MB; with the 8-column "
                "input 0.560 MB. 0.8 MB was an MPS allocator reading (protocol §4.5).")
@@ -104,11 +103,11 @@ def leak():
 def test_summing_loss_tensors_leaks_a_graph_per_batch_item_keeps_one_no_grad_none(claim, leak):
     tensor, item, nograd = leak["tensor"], leak["item"], leak["no_grad"]
     slope, _, r2 = linear_fit(list(range(1, len(tensor) + 1)), tensor)
-    claim.record("held_after_50_batches_MB", tensor[-1] / MB, stated="478", unit="MB")
-    claim.record("growth_per_batch_MB", slope / MB, stated=10, tol="about", unit="MB")
+    claim.check('held_after_50_batches_MB', tensor[-1] / MB, unit='MB')
+    claim.check('growth_per_batch_MB', slope / MB, unit='MB')
     claim.record("growth_linear_R2", r2)
-    claim.record("item_held_MB", item[-1] / MB, stated="8", unit="MB")
-    claim.record("no_grad_held_MB", nograd[-1] / MB, stated=0.0, tol="exact", unit="MB")
+    claim.check('item_held_MB', item[-1] / MB, unit='MB')
+    claim.check('no_grad_held_MB', nograd[-1] / MB, unit='MB')
     claim.note("per batch 2 x 1,024 x 1,024 float32 ReLU outputs (8.39 MB) + the 1,024 x 1 "
                "prediction; the data batches are excluded (held by the loader anyway)")
     assert r2 > 0.999 and slope > 0
@@ -136,8 +135,8 @@ def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim):
             out = model(x)
         readings[mode] = cuda_allocated() - base
         del out
-    claim.record("cuda_held_MB", readings["graph"] / MB, stated="67", unit="MB")
-    claim.record("cuda_no_grad_MB", readings["no_grad"] / MB, stated="0.03", unit="MB")
+    claim.check('cuda_held_MB', readings['graph'] / MB, unit='MB')
+    claim.check('cuda_no_grad_MB', readings['no_grad'] / MB, unit='MB')
     assert readings["graph"] > 1000 * readings["no_grad"] > 0
 
 
@@ -166,12 +165,9 @@ def test_cuda_allocator_reading_of_the_validation_leak(claim):
         held[mode] = growth
         del loss, total
     slope, _, r2 = linear_fit(list(range(1, N_BATCHES + 1)), held["tensor"])
-    claim.record("cuda_held_after_50_batches_MB", held["tensor"][-1] / MB, stated="478",
-                 unit="MB")
-    claim.record("cuda_growth_per_batch_MB", slope / MB, stated=10, tol="about", unit="MB")
-    claim.record("cuda_item_held_MB", held["item"][-1] / MB, stated="8", unit="MB")
-    claim.record("cuda_no_grad_held_MB", held["no_grad"][-1] / MB, unit="MB",
-                 stated=0.1, tol=Tol(at_most=True, why="'nothing': at most the last loss "
-                                                      "scalar and allocator blocks"))
+    claim.check('cuda_held_after_50_batches_MB', held['tensor'][-1] / MB, unit='MB')
+    claim.check('cuda_growth_per_batch_MB', slope / MB, unit='MB')
+    claim.check('cuda_item_held_MB', held['item'][-1] / MB, unit='MB')
+    claim.check('cuda_no_grad_held_MB', held['no_grad'][-1] / MB, unit='MB')
     assert r2 > 0.99 and held["tensor"][-1] >= 20 * held["item"][-1]
     assert held["no_grad"][-1] < 0.01 * held["item"][-1]

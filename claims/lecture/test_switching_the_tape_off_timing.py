@@ -39,12 +39,10 @@ def _sides():
 def test_inference_mode_is_slightly_faster_than_no_grad(claim):
     with torch_threads(1):
         cmp = timing.compare(_sides(), repeats=30, max_seconds=2.0)
+        # the control: the tape must cost visibly more than either switch
+        timing.check_ratio(claim, "tape on/no_grad", cmp, "tape on", "no_grad", budget_s=3.0)
+        # "slightly faster": no_grad / inference_mode above 1 beyond noise (the catalogue saw
+        # 21.0 vs 21.0 us: a gain this small may well stay inconclusive)
+        timing.check_ratio(claim, "no_grad/inference_mode", cmp, "no_grad", "inference_mode",
+                           budget_s=3.0)
     timing.record_times(claim, cmp)
-    # the control: the tape must cost visibly more than either switch
-    timing.check_ratio(claim, cmp, "tape on", "no_grad", above=1.05, name="tape on/no_grad",
-                       what="control: forward with the tape on against no_grad")
-    # "slightly faster": no_grad / inference_mode above 1; a gain inside the noise band is
-    # reported as drift (the catalogue saw 21.0 vs 21.0 us)
-    timing.check_ratio(claim, cmp, "no_grad", "inference_mode", above=1.0,
-                       name="no_grad/inference_mode",
-                       what="inference_mode against no_grad")

@@ -157,10 +157,9 @@ def test_replicas_start_identical_with_rank_0s_weights(claim, ranks):
     claim.record("ddp_group_wall_s", round(wall, 2), unit="s",
                  note="one 2-process gloo group running every DDP check (spawn to teardown)")
     differed = not _same(results[0]["before_wrap"], results[1]["before_wrap"])
-    claim.record("replicas_differ_before_wrapping", differed, stated=True)
+    claim.record('replicas_differ_before_wrapping', differed)
     adopted = [_same(r["after_wrap"], results[0]["before_wrap"]) for r in results]
-    claim.record("ranks_holding_rank0_weights_after_wrapping", sum(adopted), stated=WORLD,
-                 tol="exact")
+    claim.record('ranks_holding_rank0_weights_after_wrapping', sum(adopted))
     assert differed, "control: different seeds must build different replicas"
     assert all(adopted)
 
@@ -193,13 +192,13 @@ def test_after_backward_every_rank_holds_the_same_averaged_gradient(claim, ranks
     results, _ = ranks
     g0, g1 = results[0]["grads"], results[1]["grads"]
     bitwise = _same(g0, g1)
-    claim.record("grads_bitwise_equal_across_ranks", bitwise, stated=True)
+    claim.record('grads_bitwise_equal_across_ranks', bitwise)
     start = results[0]["after_wrap"]
     local = [_single_process(start, slice(r * PER_RANK, (r + 1) * PER_RANK))[0]
              for r in range(WORLD)]
     average = {k: (local[0][k] + local[1][k]) / 2 for k in local[0]}
     diff = _max_diff(g0, average)
-    claim.record("max_abs_diff_to_mean_of_local_grads", diff, stated=0.0, tol="float64:gradient")
+    claim.check('max_abs_diff_to_mean_of_local_grads', diff)
     assert not _same(local[0], local[1]), "control: the ranks' own gradients differ"
     assert bitwise
     np.testing.assert_allclose(np.concatenate([g0[k].ravel() for k in g0]),
@@ -213,8 +212,8 @@ def test_the_same_step_on_each_replica_keeps_them_identical(claim, ranks):
     same_sgd = _same(results[0]["after_sgd_step"], results[1]["after_sgd_step"])
     same_adam = _same(results[0]["after_adam"], results[1]["after_adam"])
     drift = _max_diff(results[0]["after_adam_without_ddp"], results[1]["after_adam_without_ddp"])
-    claim.record("identical_after_sgd_step", same_sgd, stated=True)
-    claim.record("identical_after_3_adam_steps", same_adam, stated=True)
+    claim.record('identical_after_sgd_step', same_sgd)
+    claim.record('identical_after_3_adam_steps', same_adam)
     claim.record("max_weight_gap_without_ddp", drift,
                  note="control: same start, own data, no gradient averaging")
     assert same_sgd and same_adam
@@ -227,10 +226,9 @@ def test_two_ranks_of_32_equal_one_process_with_a_batch_of_64(claim, ranks):
     grads, stepped = _single_process(results[0]["after_wrap"])
     gdiff = _max_diff(results[0]["grads"], grads)
     wdiff = _max_diff(results[0]["after_sgd_step"], stepped)
-    claim.record("effective_batch", WORLD * PER_RANK, stated=64, tol="exact")
-    claim.record("max_grad_diff_vs_batch_64", gdiff, stated=0.0, tol="float64:gradient")
-    claim.record("max_weight_diff_after_step_vs_batch_64", wdiff, stated=0.0,
-                 tol="float64:gradient")
+    claim.check('effective_batch', WORLD * PER_RANK)
+    claim.check('max_grad_diff_vs_batch_64', gdiff)
+    claim.check('max_weight_diff_after_step_vs_batch_64', wdiff)
     # control: one rank's 32 rows alone is a different gradient
     half, _ = _single_process(results[0]["after_wrap"], slice(0, PER_RANK))
     assert _max_diff(half, grads) > 1e-6

@@ -95,3 +95,81 @@ def test_a_duplicate_id_is_refused(tmp_path):
     (tmp_path / "AB.toml").write_text(one + "\n" + one)
     with pytest.raises(reg.RegistryError, match="duplicate id"):
         reg.load_registry(tmp_path)
+
+
+# --------------------------------------------------------------------------- stated figures
+@pytest.fixture(scope="module")
+def figure_checks():
+    return reg.static_figure_checks()
+
+
+def test_every_figure_the_registry_states_is_checked_by_a_test(registry, figure_checks):
+    unchecked = []
+    for cid, c in registry.items():
+        pats = [p for p, _ in figure_checks.get(cid, []) if p != "<computed>"]
+        for name in c.figures:
+            if not any(re.fullmatch(p, name) for p in pats):
+                unchecked.append(f"{cid}: {name!r}")
+    assert not unchecked, "registry figures no test checks (claim.check):\n  " + "\n  ".join(unchecked)
+
+
+def test_no_test_checks_a_figure_the_registry_lacks(registry, figure_checks):
+    unknown = []
+    for cid, uses in figure_checks.items():
+        if cid not in registry:
+            continue
+        for pat, where in uses:
+            if pat == "<computed>":
+                unknown.append(f"{where}: a figure name computed at run time (use a literal "
+                               "or an f-string)")
+            elif not any(re.fullmatch(pat, n) for n in registry[cid].figures) and \
+                    not _checked_for_another_claim(pat, where, registry, figure_checks, cid):
+                unknown.append(f"{where}: {cid} has no figure matching {pat!r}")
+    assert not unknown, "\n  ".join(["tests checking figures the registry lacks:"] + unknown)
+
+
+def _checked_for_another_claim(pat, where, registry, figure_checks, cid):
+    """A module helper's name counts for every claim of its module: fine if one has it."""
+    return any(re.fullmatch(pat, n) for other, uses in figure_checks.items()
+               if other != cid and other in registry and (pat, where) in uses
+               for n in registry[other].figures)
+
+
+def test_no_test_states_a_figure_itself():
+    """Figures live in the registry: no claim.record(..., stated=...) under claims/."""
+    import ast
+    bad = []
+    for path in sorted((ROOT / "claims").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and any(k.arg in ("stated", "tol") for k in node.keywords) \
+                    and getattr(node.func, "attr", "") in ("record", "check"):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, f"figures stated in tests, not in the registry: {bad}"
+
+
+def test_no_catch_all_except_in_claim_tests():
+    """A claim test catches the exception type the sentence is about, never everything."""
+    import ast
+    bad = []
+    for path in sorted((ROOT / "claims").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ExceptHandler):
+                names = [n for n in ast.walk(node.type)] if node.type is not None else []
+                if node.type is None or any(isinstance(n, ast.Name) and n.id in
+                                            ("Exception", "BaseException") for n in names):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, f"catch-all except clauses under claims/: {bad}"
+
+
+def test_every_accelerator_claim_says_which_variants_it_requires(registry):
+    missing = [cid for cid, c in registry.items() if c.kind == "e" and c.status == "testable"
+               and not c.requires]
+    assert not missing, f"kind e claims without requires = [...]: {missing}"
+
+
+def test_expectations_name_the_failure_they_expect(registry):
+    for e in reg.load_expectations(registry=registry):
+        if e.verdict == "drift":
+            assert e.measurements and all(m in registry[e.id].figures for m in e.measurements)
+        else:
+            assert e.match or e.measurements, e.label()

@@ -1,43 +1,92 @@
-"""support.timing: the noise policy and the interleaving, on synthetic trials."""
+"""support.timing: intervals, settling and interleaving, on synthetic trials."""
+import numpy as np
 import pytest
 
+from support import registry as reg
 from support import timing
-
-
-class Recorder:
-    def __init__(self):
-        self.m = {}
-
-    def record(self, name, value, **kw):
-        self.m[name] = (value, kw)
+from support.recorder import ClaimRecorder
+from support.tolerances import Bound
 
 
 def cmp(a, b):
     return timing.Comparison({"a": timing.Side("a", a), "b": timing.Side("b", b)}, len(a))
 
 
-def test_ratio_is_min_over_min_with_a_band():
-    r = cmp([2.0, 2.2, 2.1, 2.4], [1.0, 1.1, 1.0, 1.2]).ratio("a", "b")
+def recorder(**figure):
+    c = reg.Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
+                  stated="", kind="d", tier="slow")
+    c.figures = {"a/b": [reg.Figure("XX-01", "a/b", figure.get("stated"), figure.get("tol"),
+                                    tuple(figure.get("bounds", ())))]}
+    return ClaimRecorder(["XX-01"], {"XX-01": c})
+
+
+def test_the_ratio_is_min_over_min_and_its_interval_covers_the_lowest_trials():
+    r = cmp([2.0, 2.2, 2.1, 2.4] * 5, [1.0, 1.1, 1.0, 1.2] * 5).ratio("a", "b")
     assert r.value == 2.0
-    assert r.lo <= 2.0 * (1 - timing.NOISE_FLOOR) and r.hi >= 2.0 * (1 + timing.NOISE_FLOOR)
+    lo, hi = r.interval
+    assert lo <= 2.0 <= hi
+    steady = cmp([2.0] * 20, [1.0] * 20).ratio("a", "b")
+    assert steady.interval == (2.0, 2.0)          # every resample has the same minima
 
 
-def test_a_clear_ratio_is_decided_and_a_contradicted_one_fails():
-    c = cmp([3.0] * 6, [1.0] * 6)
-    rec = Recorder()
-    assert timing.check_ratio(rec, c, "a", "b", above=2.0, name="a/b") is True
-    with pytest.raises(AssertionError):
-        timing.check_ratio(rec, c, "a", "b", above=4.0, name="a/b")
-    with pytest.raises(AssertionError):
-        timing.check_ratio(rec, c, "a", "b", below=2.0, name="a/b")
+def test_the_interval_is_reproducible_and_widens_with_noisy_minima():
+    rng = np.random.default_rng(1)
+    noisy = cmp(list(2.0 + rng.exponential(0.5, 12)), list(1.0 + rng.exponential(0.5, 12)))
+    quiet = cmp(list(2.0 + rng.exponential(0.01, 12)), list(1.0 + rng.exponential(0.01, 12)))
+    assert noisy.ratio("a", "b").interval == noisy.ratio("a", "b").interval
+    width = lambda c: np.subtract(*c.ratio("a", "b").interval[::-1])
+    assert width(noisy) > 5 * width(quiet)
 
 
-def test_a_ratio_inside_the_noise_band_is_drift_not_a_pass():
-    c = cmp([1.0, 1.3, 0.9, 1.2], [1.0, 0.9, 1.2, 1.0])
-    rec = Recorder()
-    assert timing.check_ratio(rec, c, "a", "b", above=1.0, name="a/b") is None
-    value, kw = rec.m["a/b resolved beyond noise"]
-    assert value is False and kw["stated"] is True
+def test_a_ratio_of_ratios_combines_the_replicates():
+    r1 = cmp([3.0] * 10, [1.0] * 10).ratio("a", "b")
+    r2 = cmp([2.0] * 10, [1.0] * 10).ratio("a", "b")
+    q = r1 / r2
+    assert q.value == 1.5 and q.interval == (1.5, 1.5)
+    assert r1.inverse().value == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("a,outcome", [
+    ([3.0] * 10, "within"),          # clearly above the bound 1.2
+    ([1.0] * 10, "broken"),          # clearly below it
+    ([1.5, 3.0] * 5, "within"),      # the minima decide, not the slow trials
+])
+def test_check_ratio_records_the_outcome_of_the_interval(a, outcome):
+    rec = recorder(bounds=[Bound.parse("> 1.2")])
+    timing.check_ratio(rec, "a/b", cmp(a, [1.0] * 10), "a", "b", budget_s=0)
+    assert rec.measurements["a/b"]["outcome"] == outcome
+
+
+def test_settle_adds_rounds_while_the_interval_straddles_the_bound(monkeypatch):
+    rec = recorder(bounds=[Bound.parse("< 2.2")])
+    # five noisy rounds: the minimum of a is not pinned down, the interval straddles 2.2
+    c = timing.Comparison({"a": timing.Side("a", [2.6, 2.1, 3.0, 2.8, 2.5]),
+                           "b": timing.Side("b", [1.0] * 5)}, 5,
+                          fns={"a": "a", "b": "b"},
+                          syncs={"a": timing.no_sync, "b": timing.no_sync})
+    first = c.ratio("a", "b")
+    assert not rec.decided("a/b", first.value, first.interval)
+    # every further round is quiet: a takes 2.0
+    monkeypatch.setattr(timing, "time_call", lambda fn, sync: {"a": 2.0, "b": 1.0}[fn])
+    est = timing.check_ratio(rec, "a/b", c, "a", "b", budget_s=5.0)
+    assert c.rounds > 5 and est.value == 2.0
+    assert rec.measurements["a/b"]["outcome"] == "within"
+    assert rec.measurements["a/b"]["interval"] == list(est.interval)
+
+
+def test_settle_stops_when_the_budget_is_spent(monkeypatch):
+    rec = recorder(bounds=[Bound.parse("< 0.95")])
+    # one lucky trial of a (1.0) and steady ones just above 0.95 x b afterwards: whether
+    # a's cost is below 0.95 b stays open however many rounds are added
+    monkeypatch.setattr(timing, "time_call", lambda fn, sync: {"a": 1.05, "b": 1.1}[fn])
+    c = timing.Comparison({"a": timing.Side("a", [1.0, 1.2, 1.1, 1.3, 1.4]),
+                           "b": timing.Side("b", [1.1] * 5)}, 5,
+                          fns={"a": "a", "b": "b"},
+                          syncs={"a": timing.no_sync, "b": timing.no_sync})
+    timing.check_ratio(rec, "a/b", c, "a", "b", budget_s=0.2)
+    assert c.rounds > 5
+    # undecided when the budget ran out: the claim is inconclusive, neither holds nor fails
+    assert rec.measurements["a/b"]["outcome"] == "undecided"
 
 
 def test_sides_are_interleaved_and_warmed_up_outside_the_clock():
@@ -47,12 +96,5 @@ def test_sides_are_interleaved_and_warmed_up_outside_the_clock():
     assert calls[:2] == ["x", "y"]                       # warm-up
     assert calls[2:] == ["x", "y", "y", "x", "x", "y"]   # alternating order per round
     assert c.rounds == 3 and len(c["x"].times) == 3
-
-
-def test_with_many_rounds_the_band_is_the_spread_of_the_min_ratio_over_stretches():
-    a = [2.0] * 10 + [2.6] * 10        # a slower second half: the blocks disagree
-    b = [1.0] * 20
-    r = cmp(a, b).ratio("a", "b")
-    assert r.value == 2.0 and r.hi >= 2.6
-    steady = cmp([2.0, 3.0] * 10, [1.0, 1.0] * 10).ratio("a", "b")
-    assert steady.hi == 2.0 * (1 + timing.NOISE_FLOOR)   # every stretch has min 2.0
+    c.extend(2)
+    assert c.rounds == 5 and calls[8:] == ["y", "x", "x", "y"]
