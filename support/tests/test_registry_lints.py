@@ -173,3 +173,12 @@ def test_expectations_name_the_failure_they_expect(registry):
             assert e.measurements and all(m in registry[e.id].figures for m in e.measurements)
         else:
             assert e.match or e.measurements, e.label()
+
+
+def test_the_readme_verdict_table_is_the_vocabulary():
+    """The README defines each verdict in the words of support/verdicts.py, in its order."""
+    from support import verdicts
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| ([a-z-]+) \| (.+) \|$", text, re.M)
+    table = [(v, m) for v, m in rows if v in verdicts.VERDICTS]
+    assert table == list(verdicts.MEANING.items())
