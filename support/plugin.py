@@ -88,6 +88,10 @@ def pytest_addoption(parser):
                     help="missing concrete data is an error, not a skip")
     group.addoption("--fresh", action="store_true",
                     help="recompute shared expensive results instead of reading the cache")
+    group.addoption("--notes", action="append", default=[], metavar="PATH",
+                    help="a copy of the notes (plain text or Markdown; repeatable): the run "
+                         "lists the claims whose sentence changed or vanished there "
+                         "(default: ../shared/notes beside the checkout, where present)")
     parser.addini("claims_tiers", "tiers run by default", default="fast,slow,gpu")
     parser.addini("claims_registry", "folder of the claim registry (default: claims/registry)", default="")
     parser.addini("claims_expectations", "the expectations file (default: claims/expectations.toml)",
@@ -98,6 +102,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "claim(id, ...): the catalogue ID(s) this test verifies")
     for tier in reg.TIERS:
         config.addinivalue_line("markers", f"{tier}: tier {tier} (set from the registry)")
+    missing = [p for p in config.getoption("--notes") if not Path(p).is_file()]
+    if missing:
+        raise pytest.UsageError(f"--notes: no such file: {', '.join(missing)}")
     try:
         state = ClaimsState(config)
     except reg.RegistryError as exc:
@@ -341,12 +348,28 @@ def pytest_sessionfinish(session, exitstatus):
     state = _state(config)
     from . import report
     data = report.build(state, elapsed=time.time() - state.started)
+    data["notes"] = _notes_check(config, state.registry)
     out = _report_dir(config)
     paths = report.write(data, out)
     config.stash[_summary_key] = (data, paths)
     from . import devices
     if devices.REQUIRED and data["summary"].get("partial"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _notes_check(config, registry) -> dict:
+    """Where each claim's sentence is in the notes given (--notes), and which changed."""
+    from . import notes
+    paths = [Path(p) for p in config.getoption("--notes")] or notes.default_paths(
+        Path(config.rootpath))
+    if not paths:
+        return {"paths": [], "checked": False,
+                "reason": "no copy of the notes given (--notes PATH)"}
+    locs = notes.locate_all(registry, paths)
+    changed = [loc.as_json() for loc in locs if loc.status not in ("found", "moved")]
+    moved = [loc.as_json() for loc in locs if loc.status == "moved"]
+    return {"paths": [str(p) for p in paths], "checked": True, "located":
+            sum(loc.found for loc in locs), "changed": changed, "moved": moved}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

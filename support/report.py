@@ -157,6 +157,7 @@ def markdown(data: dict) -> str:
         lines += ["", "Not as expected (these failed the run):", ""] + [f"* {_md_cell(p)}" for p in data["unexpected"]]
     if data.get("stale_expectations"):
         lines += ["", "Expected, but did not occur in this run: " + ", ".join(data["stale_expectations"])]
+    lines += [""] + notes_lines(data.get("notes") or {}) if (data.get("notes") or {}).get("checked") else []
     section = None
     for e in sorted(data["claims"], key=lambda e: (e["document"] != "lecture", e["section"], e["id"])):
         key = (e["document"], e["section"])
@@ -215,7 +216,23 @@ def terminal(tr, data: dict, paths: list[Path]) -> None:
             tr.write_line(f"  {p[:400]}", red=True)
     if data.get("stale_expectations"):
         tr.write_line("expected, but did not occur in this run: " + ", ".join(data["stale_expectations"]))
+    for line in notes_lines(data.get("notes") or {}):
+        tr.write_line(line)
     tr.write_line("report: " + ", ".join(str(p) for p in paths))
+
+
+def notes_lines(n: dict) -> list[str]:
+    """What the notes check says: the claims whose sentence changed or vanished."""
+    if not n.get("checked"):
+        return []
+    head = (f"notes: {n['located']} claims located in {len(n['paths'])} file(s)"
+            + (f", {len(n['moved'])} moved" if n.get("moved") else ""))
+    if not n.get("changed"):
+        return [head + "; every sentence as recorded"]
+    out = [head + f"; {len(n['changed'])} sentence(s) changed or missing: revisit their tests"]
+    out += [f"  {c['id']:<9} {c['status']:<8} {c['document']} {c['recorded']}"
+            + (f" (now line {c['line']})" if c.get("line") else "") for c in n["changed"]]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

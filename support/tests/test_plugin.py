@@ -480,3 +480,27 @@ def test_junit_xml_carries_claim_verdict_stated_and_measured(suite, pytester):
 def test_runs_without_xdist(suite):
     result, _, verdicts = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "-p", "no:xdist")
     assert result.ret == 0 and verdicts["XX-01"] == "holds"
+
+
+def test_the_run_lists_claims_whose_sentence_changed_in_the_notes(suite, pytester):
+    """--notes: a claim whose sentence is gone from the given notes is listed in the
+    terminal summary and the report (the registry entry carries its fingerprint)."""
+    from support import notes
+    text = "A first sentence about tensors.\nThe second sentence names XX-01.\n"
+    first = notes.fingerprint(notes.words("A first sentence about tensors."))
+    second = notes.fingerprint(notes.words("The second sentence names XX-01."))
+    reg_dir = pytester.path / "reg"
+    # XX-01 is the second line's sentence, XX-02 the first's
+    toml = (reg_dir / "XX.toml").read_text()
+    toml = toml.replace('source = "L:1"', "@1", 1).replace('source = "L:2"', "@2", 1)
+    toml = toml.replace("@1", f'source = "L:2"\nfingerprint = "{second}"').replace(
+        "@2", f'source = "L:1"\nfingerprint = "{first}"')
+    (reg_dir / "XX.toml").write_text(toml)
+    doc = pytester.path / "lecture.txt"
+    doc.write_text(text.replace("second sentence names", "sentence now says"))
+    result, data, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, f"--notes={doc}")
+    changed = {c["id"]: c["status"] for c in data["notes"]["changed"]}
+    assert changed.get("XX-01") in ("changed", "missing")
+    result.stdout.fnmatch_lines(["*sentence(s) changed or missing*", "*XX-01*"])
+    result, _, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "--notes=/no/such/notes.txt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
