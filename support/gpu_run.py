@@ -22,9 +22,10 @@ stays under ``--budget-s``, an hour by default: lower it on a machine rented by 
    --benchmark-json DIR/bench_<host>_<gpu>_torch<v>_jax<v>_<D>.json`` for D = cpu, cuda.
    The name carries the machine, accelerator, framework versions and device, so files
    from different machines and versions sit side by side in one folder.
-4. ``DIR/summary.json``: each step's command, exit code and wall time, the bench runs'
-   verdicts, the device fingerprints, and the paths written; ``DIR/gpu_run.log``: the
-   output of every step. Six files in all, no subfolders.
+4. ``DIR/summary.json``: each step's command, exit code and wall time, the claims whose
+   benchmarks ran (benchmarks inform claims and decide nothing: the verdicts are the GPU
+   tier's), the device fingerprints, and the paths written; ``DIR/gpu_run.log``: the output
+   of every step. Six files in all, no subfolders.
 
 Exit code: 0 when every step passed, else the first failing step's code.
 
@@ -44,14 +45,11 @@ or let pytest-benchmark number them in a storage folder, one subfolder per machi
 Every benchmark carries ``extra_info`` = {claim, device, side, fingerprint, ratios of the
 interleaved sides}; ``machine_info`` carries ``devices`` (fingerprint of each device present:
 name, driver, CUDA/cuDNN, memory) and ``frameworks`` (torch, jax, jaxlib, numpy versions).
-Groups are per workload and device (``benchmark.group``). Compare files side by side::
+Groups are per workload (``benchmark.group``), the device is in ``extra_info`` and in the
+file name, so one workload's CPU and GPU rows sit side by side::
 
-    pytest-benchmark compare bench/*_cpu.json bench/*_cuda.json --group-by=name \\
+    pytest-benchmark compare bench/*_cpu.json bench/*_cuda.json --group-by=group \\
         --columns=min,median,rounds
-    pytest-benchmark compare bench/A_cuda.json bench/B_cuda.json --group-by=group
-
-(``--group-by=name`` puts the same test from different files next to each other; the
-``fullname`` includes the device parameter, e.g. ``test_bench_width_sweep[cuda-w1024]``.)
 """
 from __future__ import annotations
 
@@ -205,11 +203,11 @@ def main(argv=None) -> int:
                        + extra, budget, logs, env)
             st["benchmark_json"] = str(path) if path.exists() else None
             bench_claims = scratch / f"bench-{dev}" / "claims.json"
-            if bench_claims.exists():   # the verdicts of the bench run, in the summary
+            if bench_claims.exists():   # which claims the benchmarks informed (no verdicts)
                 data = json.loads(bench_claims.read_text())
-                st["verdicts"] = {c["id"]: c["verdict"] for c in data.get("claims", [])
-                                  if c.get("verdict") not in (None, "not-run", "pending",
-                                                              "not-testable")}
+                st["benchmarked_claims"] = sorted(
+                    c["id"] for c in data.get("claims", [])
+                    if any(v.get("verdict") == "benchmark" for v in c.get("variants", [])))
             summary["steps"].append(st)
 
     rcs = [s["rc"] for s in summary["steps"]]
