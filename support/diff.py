@@ -11,8 +11,9 @@ It prints
 * **changes**: a verdict that changed, a claim that became not-applicable or partial (or
   stopped being), a stated figure that moved beyond its tolerance, an API fact (a count, a
   flag, a string) that changed;
-* **not counted**: the same for timing claims (kind d), which move with the machine's load as
-  much as with a release (``--count-timing`` counts them);
+* **not counted**: the same for timing claims (kind d, a verdict that is or was
+  inconclusive, figures that are times), which move with the machine's load as much as with
+  a release (``--count-timing`` counts them);
 * **not compared**: claims that ran in one run only (a tier, device or the data not selected);
 * **environment**: the versions and machine facts that differ.
 
@@ -90,10 +91,11 @@ def _shown(claim: dict | None) -> str:
     return _verdict(claim) + matrix._known(claim) if claim else "absent"
 
 
-def _timing(claim: dict | None, moved: list[str]) -> bool:
-    """A timing claim (kind d), or one whose only moved figures are times or speeds: these
-    move with the machine's load as much as with a release."""
-    if (claim or {}).get("kind") == "d":
+def _timing(claim: dict | None, verdicts: tuple[str, str], moved: list[str]) -> bool:
+    """A timing claim (kind d), an inconclusive verdict (a timing inside its noise band), or a
+    claim whose only moved figures are times or speeds: these move with the machine's load
+    as much as with a release."""
+    if (claim or {}).get("kind") == "d" or "inconclusive" in verdicts:
         return True
     return bool(moved) and all(matrix.TIMING.search(f) for f in moved)
 
@@ -101,10 +103,14 @@ def _timing(claim: dict | None, moved: list[str]) -> bool:
 def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dict:
     """The differences between two runs, OLD -> NEW, as rows of a report (see module doc)."""
     a, b = replace(old, name="old"), replace(new, name="new")
+    same_rules = a.data.get("schema") == b.data.get("schema")
     rows: list[dict] = []
     seen: set[tuple[str, str]] = set()
     for d in matrix.differences([a, b]):
+        vals = d.get("values", {})
         co, cn = a.claims.get(d["id"]), b.claims.get(d["id"])
+        if d["kind"] == "figure moved" and not _figure_moved(co, cn, d, same_rules):
+            continue
         row = {"id": d["id"], "section": d["section"],
                "paraphrase": (cn or co or {}).get("paraphrase", ""),
                "old": _shown(co), "new": _shown(cn), "reason": (cn or {}).get("reason", "")}
@@ -118,7 +124,6 @@ def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dic
             row["detail"] = f"{row['old']} -> {row['new']}"
         else:   # "figure moved", "value changed": the measured values, old -> new
             row["what"], row["figure"] = d["kind"], d["figure"]
-            vals = d.get("values", {})
             stated = f"stated {d['stated']}; " if "stated" in d else ""
             row["detail"] = (f"{d['figure']}: {stated}{matrix.fmt(vals.get('old'))} -> "
                              f"{matrix.fmt(vals.get('new'))}")
@@ -141,7 +146,8 @@ def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dic
     for r in rows:
         claim = a.claims.get(r["id"]) or b.claims.get(r["id"])
         moved = [x["figure"] for x in rows if x["id"] == r["id"] and "figure" in x]
-        (timing if _timing(claim, moved) and not count_timing else counted).append(r)
+        verdicts = (_verdict(a.claims.get(r["id"])), _verdict(b.claims.get(r["id"])))
+        (timing if _timing(claim, verdicts, moved) and not count_timing else counted).append(r)
     gaps = matrix.coverage_gaps([a, b])
     env = [(k, vals[0], vals[1]) for k, vals in matrix.fingerprint_rows([a, b])
            if k not in NOT_ENV and vals[0] != vals[1]]
@@ -149,6 +155,21 @@ def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dic
             "timing": timing, "environment": env,
             "ran_in_old_only": [g["id"] for g in gaps if g["ran"] == ["old"]],
             "ran_in_new_only": [g["id"] for g in gaps if g["ran"] == ["new"]]}
+
+
+def _figure_moved(old: dict, new: dict, row: dict, same_rules: bool) -> bool:
+    """A stated figure moved beyond its tolerance, or crossed it (reports of one schema).
+
+    The same value judged by another rule, or a figure judged by the rules of another report
+    schema, is not a move: when that changes the verdict, the verdict row says so.
+    """
+    fo, fn = matrix._figures(old).get(row["figure"]), matrix._figures(new).get(row["figure"])
+    if not fo or not fn or json.dumps(fo["value"]) == json.dumps(fn["value"]):
+        return False
+    if same_rules and "within" in fo and "within" in fn and fo["within"] != fn["within"]:
+        return True
+    return matrix.moved(fo["value"], fn["value"], row["stated"],
+                        fn.get("tolerance") or fo.get("tolerance"))
 
 
 def _verdict_kind(old: str, new: str) -> str:
@@ -174,7 +195,8 @@ def _tables(res: dict) -> list[tuple[str, list[dict]]]:
     """The row groups of a report, titled, leaving out the empty ones."""
     return [(t, rows) for t, rows in (
         (f"Changes ({len(res['changes'])})", res["changes"]),
-        ("Not counted: timing claims (they move with the machine's load)", res["timing"]))
+        ("Not counted: timing claims and inconclusive verdicts (they move with the machine's "
+         "load)", res["timing"]))
         if rows]
 
 
@@ -198,8 +220,8 @@ def text(res: dict) -> str:
                 out.append(f"  {'':34}{r['reason'][:200]}")
         out.append("")
     if res["timing"]:
-        out.append(f"not counted: timing claims, which move with the machine's load "
-                   f"({len(res['timing'])}):")
+        out.append(f"not counted: timing claims and inconclusive verdicts, which move with the "
+                   f"machine's load ({len(res['timing'])}):")
         out += [f"  {r['id']:<9} {r['what']:<24} {r['detail']}" for r in res["timing"]]
         out.append("")
     for where, ids in _not_compared(res):
