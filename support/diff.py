@@ -8,9 +8,9 @@
 ``claims/history/``; ``last:LABEL`` the newest kept with that label, e.g. ``last:latest``).
 It prints
 
-* **changes**: a verdict that changed, a claim that became not-applicable or partial (or
-  stopped being), a stated figure that moved beyond its tolerance, an API fact (a count, a
-  flag, a string) that changed;
+* **changes**: a verdict that changed (or stayed, but known in one run and unexpected in the
+  other), a claim that became not-applicable or partial (or stopped being), a stated figure
+  that moved beyond its tolerance, an API fact (a count, a flag, a string) that changed;
 * **not counted**: the same for timing claims (kind d, a verdict that is or was
   inconclusive, figures that are times), which move with the machine's load as much as with
   a release (``--count-timing`` counts them);
@@ -40,8 +40,8 @@ from . import matrix
 # verdicts that say the claim was measured here; the verdict machinery may add more
 MEASURED = tuple(dict.fromkeys(matrix.EXECUTED + ("partial", "inconclusive")))
 NOT_ENV = ("label", "suite commit", "wall time (s)", "verdicts")
-COUNTED = ("verdict changed", "became partial", "no longer partial", "became not-applicable",
-           "no longer not-applicable", "figure moved", "value changed")
+COUNTED = ("verdict changed", "expectation changed", "became partial", "no longer partial",
+           "became not-applicable", "no longer not-applicable", "figure moved", "value changed")
 
 
 class DiffError(ValueError):
@@ -129,11 +129,12 @@ def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dic
                              f"{matrix.fmt(vals.get('new'))}")
         seen.add((row["id"], row["what"]))
         rows.append(row)
-    # verdict changes the matrix does not count as executed (partial, inconclusive, ...)
+    # verdict changes the matrix does not count as executed (partial, inconclusive, ...), and
+    # the same verdict, known in one run (claims/expectations.toml) and unexpected in the other
     for cid in sorted(set(a.claims) & set(b.claims)):
         vo, vn = _verdict(a.claims[cid]), _verdict(b.claims[cid])
-        if vo != vn and vo in MEASURED and vn in MEASURED:
-            what = _verdict_kind(vo, vn)
+        if vo in MEASURED and vn in MEASURED and _shown(a.claims[cid]) != _shown(b.claims[cid]):
+            what = _verdict_kind(vo, vn) if vo != vn else "expectation changed"
             if (cid, what) not in seen and (cid, "verdict changed") not in seen:
                 c = b.claims[cid]
                 rows.append({"id": cid, "section": c.get("section", ""),

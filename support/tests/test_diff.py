@@ -49,7 +49,9 @@ def test_two_kept_runs_print_their_differences_and_exit_1(tmp_path):
     # a timing claim moved with the load: reported, not counted
     timing = text.split("not counted:")[1]
     assert "TAPE-12" in timing and "TAPE-12" not in text.split("not counted:")[0]
-    assert "ran in OLD only" in text and "\n6 claims changed (11 differences)\n" in text
+    # the same verdict, known in one run and unexpected in the other
+    assert "AMP-01    expectation changed      drift (known) -> drift" in text
+    assert "ran in OLD only" in text and "\n8 claims changed (13 differences)\n" in text
     md = (tmp_path / "d.md").read_text()
     assert "| STORY-17 | verdict changed | fails (known) | drift |" in md
     page = (tmp_path / "d.html").read_text()
