@@ -12,8 +12,8 @@ It prints
   other), a claim that became not-applicable or partial (or stopped being), a stated figure
   that moved beyond its tolerance, an API fact (a count, a flag, a string) that changed;
 * **not counted**: the same for timing claims (kind d, a verdict that is or was
-  inconclusive, figures that are times), which move with the machine's load as much as with
-  a release (``--count-timing`` counts them);
+  inconclusive, a miss of timings judged by their interval, figures that are times), which
+  move with the machine's load as much as with a release (``--count-timing`` counts them);
 * **not compared**: claims that ran in one run only (a tier, device or the data not selected);
 * **environment**: the versions and machine facts that differ.
 
@@ -91,13 +91,23 @@ def _shown(claim: dict | None) -> str:
     return _verdict(claim) + matrix._known(claim) if claim else "absent"
 
 
-def _timing(claim: dict | None, verdicts: tuple[str, str], moved: list[str]) -> bool:
-    """A timing claim (kind d), an inconclusive verdict (a timing inside its noise band), or a
-    claim whose only moved figures are times or speeds: these move with the machine's load
-    as much as with a release."""
-    if (claim or {}).get("kind") == "d" or "inconclusive" in verdicts:
+def _timing(old: dict | None, new: dict | None, moved: list[str]) -> bool:
+    """A timing claim (kind d), an inconclusive verdict (a timing inside its noise band), a
+    claim that misses only timings judged by their bootstrap interval, or one whose only
+    moved figures are times or speeds: these move with the machine's load as much as with a
+    release."""
+    claims = [c for c in (old, new) if c]
+    if any(c.get("kind") == "d" or c.get("verdict") == "inconclusive" or _interval_judged(c)
+           for c in claims):
         return True
     return bool(moved) and all(matrix.TIMING.search(f) for f in moved)
+
+
+def _interval_judged(claim: dict) -> bool:
+    """Every figure that misses its rule is a timing judged by a bootstrap interval."""
+    missed = [m for m in matrix._figures(claim).values()
+              if m.get("outcome") not in (None, "within")]
+    return bool(missed) and all("interval" in m for m in missed)
 
 
 def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dict:
@@ -145,10 +155,9 @@ def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dic
     rows.sort(key=lambda r: (r["id"], COUNTED.index(r["what"])))
     counted, timing = [], []
     for r in rows:
-        claim = a.claims.get(r["id"]) or b.claims.get(r["id"])
         moved = [x["figure"] for x in rows if x["id"] == r["id"] and "figure" in x]
-        verdicts = (_verdict(a.claims.get(r["id"])), _verdict(b.claims.get(r["id"])))
-        (timing if _timing(claim, verdicts, moved) and not count_timing else counted).append(r)
+        noise = _timing(a.claims.get(r["id"]), b.claims.get(r["id"]), moved)
+        (timing if noise and not count_timing else counted).append(r)
     gaps = matrix.coverage_gaps([a, b])
     env = [(k, vals[0], vals[1]) for k, vals in matrix.fingerprint_rows([a, b])
            if k not in NOT_ENV and vals[0] != vals[1]]

@@ -94,6 +94,19 @@ def test_a_figure_inside_its_tolerance_or_judged_by_another_rule_is_not_a_change
     assert res["changes"] == []
 
 
+def test_a_timing_that_misses_its_interval_is_not_counted_unless_asked(tmp_path):
+    def slow(claims):
+        c = claims["TAPE-12"]
+        c["verdict"] = "fails"
+        for v in c["variants"]:
+            v["figures"]["grad/no_grad"] = {"value": 0.71, "outcome": "broken", "rule": "bound > 1",
+                                            "interval": [0.33, 0.88]}
+    old, new = diff.load_run(JAX04), diff.load_run(_copy(JAX04, tmp_path / "slow", slow))
+    res = diff.compare(old, new)
+    assert res["changes"] == [] and [r["id"] for r in res["timing"]] == ["TAPE-12"]
+    assert [r["id"] for r in diff.compare(old, new, count_timing=True)["changes"]] == ["TAPE-12"]
+
+
 def test_unreadable_inputs_are_a_usage_error(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     for bad in (tmp_path / "missing", tmp_path / "bad.json", "last:no-such-label"):
