@@ -199,3 +199,28 @@ def tape_nodes(loss) -> list:
         order.append(fn)
     walk(loss.grad_fn)
     return order
+
+
+def hand_magnitudes(params: dict, x, y) -> dict:
+    """For every adjoint of :func:`hand_adjoints`, the size rounding acts on (the "magnitude"
+    of support/tolerances.py's error models): the same chain with |.| of every factor, a
+    difference counted as the sum of its sides' sizes, and the error a quantity carries in
+    from earlier roundings counted with the size of what it came from (tanh' <= 1 passes the
+    error of z to a unchanged). Two computations of an adjoint (the hand chain rule and
+    autodiff, each with its own forward) differ by at most the model's gamma times this.
+
+    Z = |W||x| + |b| (z and its rounding), A = |a| + Z (a with the error it carries),
+    R = |v|.A + |c| + |y| (the residual r = yhat - y, whose terms cancel), D = 1 + a^2 +
+    2|a|A (1 - a^2 with the error of a squared)."""
+    W, b, v, c = (np.asarray(params[k], dtype=np.float64) for k in PARAM_NAMES)
+    x = np.asarray(x, dtype=np.float64)
+    z = W @ x + b
+    a = np.tanh(z)
+    Z = np.abs(W) @ np.abs(x) + np.abs(b)
+    A = np.abs(a) + Z
+    R = float(np.abs(v) @ A + abs(float(c)) + abs(float(y)))
+    D = 1.0 + a * a + 2.0 * np.abs(a) * A
+    dz = 2.0 * R * np.abs(v) * 2.0 * D
+    return {"r": np.asarray(2.0 * R), "yhat": np.asarray(2.0 * R), "a": 2.0 * R * np.abs(v),
+            "z": dz, "W": np.outer(dz, np.abs(x)), "b": dz, "v": 2.0 * R * 2.0 * A,
+            "c": np.asarray(2.0 * R)}

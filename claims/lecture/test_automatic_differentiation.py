@@ -12,9 +12,9 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
-from support import toy
+from support import tolerances, toy
 from support.jaxutil import x64
 
 EPS64 = np.finfo(np.float64).eps
@@ -77,15 +77,37 @@ def networks(draw):
     return toy.draw(seed=seed, hidden=hidden, inputs=inputs, y=y)
 
 
-def _close(a, b):
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64),
-                               rtol=1e-12, atol=1e-14)
+# networks on which jax.grad and the hand chain rule differed by more than the old
+# tolerance (rtol 1e-12, atol 1e-14: up to 2x) although they agree to rounding: the residual
+# cancels, so the error is relative to what its terms carry (share of the model's bound
+# 0.0002-0.0006)
+PINNED = [toy.draw(seed=3977759284, hidden=3, inputs=4, y=-1.821083917016575),
+          toy.draw(seed=1332588683, hidden=4, inputs=2, y=1.899465262868953),
+          toy.draw(seed=2266582778, hidden=3, inputs=4, y=-1.2262495461206342)]
 
 
-def _used(a, b):
-    """The fraction of the float64 tolerance (rtol 1e-12, atol 1e-14) used; <= 1 passes."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(np.max(np.abs(a - b) / (1e-14 + 1e-12 * np.abs(b))))
+def pinned(prop):
+    for t in PINNED:
+        prop = example(t)(prop)
+    return prop
+
+
+def _judge(claim, model: str, what: str, got, want, magnitude, n: int) -> None:
+    """One example of a property "equal up to rounding": records the share of the error
+    model's bound used and the error (the worst over the examples), and asserts the bound
+    for this example (so that Hypothesis shrinks to it)."""
+    m = tolerances.model(model)
+    err = np.abs(np.asarray(got, dtype=np.float64) - np.asarray(want, dtype=np.float64))
+    share = m.share(err, magnitude, n=n)
+    claim.record("share_of_rounding_bound", share, reduce="max", note=m.describe(n))
+    claim.record("worst_abs_error", float(np.max(err)), reduce="max")
+    assert share <= 1, (f"{what}: off by {float(np.max(err)):.3g}, {share:.3g} of the "
+                        f"float64 rounding bound ({m.key})")
+
+
+def _worst(claim) -> None:
+    """After the property: judge the worst example's share against the registry's bound."""
+    claim.check("share_of_rounding_bound", claim.measurements["share_of_rounding_bound"]["value"])
 
 
 
@@ -93,14 +115,16 @@ def _used(a, b):
 @pytest.mark.parametrize("framework", ["torch", "jax"])
 def test_hand_chain_rule_equals_autodiff_for_any_network(claim, framework):
     @given(networks())
+    @pinned
     def prop(t):
         hand = toy.hand_gradient(t.params, t.x, t.y)
+        mag = toy.hand_magnitudes(t.params, t.x, t.y)
         auto = toy.torch_gradient(t) if framework == "torch" else _jax_grad_jit(t)
         for k in ("W", "v"):
-            claim.record("tolerance_used", _used(auto[k], hand[k]), reduce="max")
-            _close(hand[k], auto[k])
+            _judge(claim, "ad:chain-rule-float64", f"dL/d{k}", auto[k], hand[k], mag[k],
+                   n=sum(t.W.shape))
     prop()
-    claim.check("worst_tolerance_used", claim.measurements["tolerance_used"]["value"])
+    _worst(claim)
 
 
 def _tails():
@@ -120,6 +144,7 @@ _TAILS = _tails()
 def test_remaining_adjoints_follow_the_figure(claim, framework):
     """dL/dr = 2r, dL/da = dL/dyhat v, dL/db = dL/dz, dL/dc = dL/dyhat."""
     @given(networks())
+    @pinned
     def prop(t):
         hand = toy.hand_adjoints(t.params, t.x, t.y)
         if framework == "torch":
@@ -145,11 +170,12 @@ def test_remaining_adjoints_follow_the_figure(claim, framework):
                 got = {k: np.asarray(v) for k, v in got.items()}
             g = _jax_grad_jit(t)
             got.update(b=g["b"], c=g["c"])
+        mag = toy.hand_magnitudes(t.params, t.x, t.y)
         for k, g in got.items():
-            claim.record("tolerance_used", _used(g, hand[k]), reduce="max")
-            _close(g, hand[k])
+            _judge(claim, "ad:chain-rule-float64", f"dL/d{k}", g, hand[k], mag[k],
+                   n=sum(t.W.shape))
     prop()
-    claim.check("worst_tolerance_used", claim.measurements["tolerance_used"]["value"])
+    _worst(claim)
 
 
 # ----------------------------------------------------------------------------- stored values
@@ -199,6 +225,19 @@ def _smooth_torch(A, x):
     return torch.tanh(A @ x) * torch.sin(x).sum() + (A @ x) ** 2
 
 
+def _jacobian_magnitude(A, x):
+    """The size rounding acts on in J_ij = (1 - t_i^2) A_ij S + t_i cos x_j + 2 z_i A_ij
+    (z = A x, t = tanh z, S = sum sin x): every term by absolute value, z with its rounding
+    (Zm = |A||x|) and t with what it carries from z (support/tolerances.py, error models)."""
+    z, Zm = A @ x, np.abs(A) @ np.abs(x)
+    t = np.tanh(z)
+    T = np.abs(t) + Zm
+    Dt = 1.0 + t * t + 2.0 * np.abs(t) * T
+    S = np.sum(np.abs(np.sin(x)))
+    return ((Dt * S)[:, None] * np.abs(A) + np.outer(T, np.abs(np.cos(x)))
+            + 4.0 * Zm[:, None] * np.abs(A))
+
+
 @pytest.fixture(scope="module")
 def jax_jacobians():
     import jax
@@ -224,10 +263,10 @@ def test_forward_and_reverse_mode_give_the_same_jacobian(claim, framework, jax_j
             jr = jacrev(_smooth_torch, argnums=1)(At, xt).numpy()
         assert jf.dtype == np.float64
         assert jf.shape == jr.shape == A.shape
-        claim.record("tolerance_used", _used(jf, jr), reduce="max")
-        _close(jf, jr)
+        _judge(claim, "ad:jacobian-float64", "the Jacobian", jf, jr, _jacobian_magnitude(A, x0),
+               n=A.shape[1])
     prop()
-    claim.check("worst_tolerance_used", claim.measurements["tolerance_used"]["value"])
+    _worst(claim)
 
 
 @pytest.mark.claim("AD-10")

@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 from torch import nn
 
-from support import devices, timing
+from support import devices, timing, tolerances
 from support.memory import SavedTensors
 
 F16 = torch.float16
@@ -109,7 +109,25 @@ def _grads(seed: int, scale: float) -> list[torch.Tensor]:
     return [p.grad.clone() for p in model.parameters()]
 
 
+def _backward_magnitudes(seed: int) -> list[torch.Tensor]:
+    """For each gradient of ``_grads(seed, 1)``, the size rounding acts on (float64): the
+    same backward with every factor replaced by its absolute value. A weight gradient is a
+    sum over the 16 rows whose terms may cancel, so its rounding is relative to this, not
+    to the gradient (support/tolerances.py, "error models")."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    with torch.no_grad():
+        h = model[1](model[0](x)).double()
+        r = model(x).double() - y.double()
+        w2 = model[2].weight.double()
+    g_out = 2.0 * r.abs() / r.numel()                     # |dL/dpred|, (16, 1)
+    g_z = (g_out @ w2.abs()) * (1.0 - h * h).abs()        # through W2 and tanh, (16, 8)
+    return [g_z.T @ x.double().abs(), g_z.sum(0), g_out.T @ h.abs(), g_out.sum(0)]
+
+
 @pytest.mark.claim("AMP-02")
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16), k=st.integers(-12, 20))
 def test_scaling_the_loss_by_a_power_of_two_scales_every_gradient_exactly(claim, seed, k):
     s = 2.0 ** k
@@ -117,21 +135,35 @@ def test_scaling_the_loss_by_a_power_of_two_scales_every_gradient_exactly(claim,
     mismatches = sum(int((b != s * a).sum()) for a, b in zip(g, gs))
     unscaled_equal = all(torch.equal(b / s, a) for a, b in zip(g, gs))
     # a power of two is exact in binary: not one element may differ (the registry's bound 0)
-    claim.check("elements_where_grad_SL_differs_from_S_grad_L", mismatches, reduce="max",
-                halt=True)
+    claim.check("elements_where_grad_SL_differs_from_S_grad_L", mismatches, reduce="max")
+    assert mismatches == 0, f"{mismatches} elements of grad(S L) differ from S grad(L), S = 2^{k}"
     # unscaled, the gradients are bitwise those of the unscaled loss: any optimizer step
     # taken from them is the unscaled-loss step
     assert unscaled_equal
 
 
 @pytest.mark.claim("AMP-02")
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16), s=st.floats(1.0, 1e4))
+@example(seed=16493, s=7278.625)     # 1.0035e-5 of the largest entry: red under the old 1e-5
+@example(seed=0, s=3.0)
 def test_scaling_the_loss_by_any_factor_scales_the_gradients_up_to_rounding(claim, seed, s):
     g, gs = _grads(seed, 1.0), _grads(seed, s)
-    # relative to each gradient tensor's largest entry: entries near zero carry the absolute
-    # rounding of their larger neighbours' products
-    rel = max(((b - s * a).abs().max() / (s * a).abs().max()).item() for a, b in zip(g, gs))
-    claim.check("max_rel_diff_non_power_of_two", rel, reduce="max", halt=True)
+    model = tolerances.model("amp02:scaled-backward")
+    # every element against the float32 error model: two backward passes, each within
+    # gamma_24 of S times the backward's magnitude (a batch of 16 rows)
+    errors = [(b.double() - (s * a).double()).abs() for a, b in zip(g, gs)]
+    mags = _backward_magnitudes(seed)
+    share = max(model.share(e, s * m, n=16) for e, m in zip(errors, mags))
+    worst = max(float(e.max()) / s for e in errors)
+    claim.check("share_of_rounding_bound", share, reduce="max",
+                note=model.describe(16))
+    claim.record("worst_abs_diff_over_S", worst, reduce="max")
+    claim.record("worst_rel_diff_to_largest_entry",
+                 max(float(e.max() / (s * a).abs().max()) for e, a in zip(errors, g)),
+                 reduce="max", note="the old measure (relative to each tensor's largest entry)")
+    assert share <= 1, (f"grad(S L) and S grad(L) differ by {share:.3g} of the float32 "
+                        f"rounding bound (seed {seed}, S = {s!r})")
 
 
 @pytest.mark.claim("AMP-03")
