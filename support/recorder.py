@@ -101,7 +101,8 @@ class ClaimRecorder:
         if prev is not None and reduce in ("max", "min"):
             value = (max if reduce == "max" else min)(prev["value"], value)
             count = prev.get("count", 1) + 1
-        entry = {"value": value, "unit": unit, "outcome": fig.judge(value, interval),
+        outcome, on = fig.judge(value, interval)
+        entry = {"value": value, "unit": unit, "outcome": outcome, "decided_by": on,
                  "rule": fig.rule()}
         if note:
             entry["note"] = note
@@ -125,7 +126,7 @@ class ClaimRecorder:
     def decided(self, name: str, value, interval=None) -> bool:
         """Whether ``claim.check(name, value, interval)`` would decide the figure (used to
         stop repeating a timing once its interval resolves)."""
-        return self.figure(name).judge(jsonable(value), interval) != "undecided"
+        return self.figure(name).judge(jsonable(value), interval)[0] != "undecided"
 
     # ------------------------------------------------------------------ words
     def note(self, text: str) -> None:

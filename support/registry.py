@@ -128,9 +128,11 @@ class Figure:
             return tolerances.TABLE["printed" if numeric else "exact"]
         return tolerances.resolve(self.tol)
 
-    def judge(self, value, interval=None) -> str:
+    def judge(self, value, interval=None) -> tuple[str, str]:
+        """(outcome, what decided it): see support.tolerances.judge_where."""
         from . import tolerances
-        return tolerances.judge(value, interval, self.stated, self.tolerance(), self.bounds)
+        return tolerances.judge_where(value, interval, self.stated, self.tolerance(),
+                                      self.bounds)
 
     def rule(self) -> str:
         """The figure's rule in words, for reports: "1.7e-18 (printed), bound <= 1e-15"."""

@@ -69,10 +69,26 @@ TABLE: dict[str, Tol] = {
     "mpa:single": Tol(printed=True, atol=0.05, key="mpa:single"),
     # Means over seeds and folds (MPa): scikit-learn's HGB moved ~0.02 between versions.
     "mpa:mean": Tol(printed=True, atol=0.05, key="mpa:mean"),
+    # A mean of paired differences over n runs (leaky - honest, MLP - tree; MPa): the same
+    # seeds and folds re-run, so only the builds move it. A torch build moves a run by about
+    # 0.02 MPa (protocol §7.4), a paired difference by about 0.03 and the mean of n >= 15 of
+    # them by 0.03/sqrt(n) < 0.01 when the moves are independent; one arm can also move as a
+    # whole (scikit-learn moved HGB by 0.02, §7.3): 0.03 in all. mpa:mean's 0.05 would let a
+    # printed -0.04 change sign.
+    "mpa:difference": Tol(printed=True, atol=0.03, key="mpa:difference"),
+    # A standard error of n paired runs (std/sqrt(n), MPa): the std of the paired
+    # differences moves by at most the RMS of the differences' own movement (the triangle
+    # inequality), about 0.03 MPa, so the SE by 0.03/sqrt(n) <= 0.008 for n >= 15: 0.01.
+    # mpa:mean's 0.05 would accept anything from 0.01 to 0.11 for a printed 0.06.
+    "mpa:se": Tol(printed=True, atol=0.01, key="mpa:se"),
     # Ratios of wall-clock times on other hardware (the notes' laptop): a factor of 2.
     "timing:ratio": Tol(factor=2.0, key="timing:ratio"),
     # An order-of-magnitude figure ("about 10 MB", "about 60-fold").
     "order": Tol(factor=3.0, key="order"),
+    # A count of orders of magnitude ("four orders of magnitude worse"), measured as log10 of
+    # a ratio: an additive half order either way, the count the ratio rounds to. ("order"
+    # multiplies: applied to a logarithm it would accept 4/3 to 12 orders.)
+    "orders": Tol(atol=0.5, key="orders"),
     # "about" a figure: within 25 %.
     "about": Tol(rtol=0.25, key="about"),
 }
@@ -183,32 +199,39 @@ class Bound:
 
 def judge(value, interval, stated=None, tol: "Tol | None" = None,
           bounds: "tuple[Bound, ...]" = ()) -> str:
+    """The outcome of one figure (see :func:`judge_where`)."""
+    return judge_where(value, interval, stated, tol, bounds)[0]
+
+
+def judge_where(value, interval, stated=None, tol: "Tol | None" = None,
+                bounds: "tuple[Bound, ...]" = ()) -> tuple[str, str]:
     """The outcome of one figure: ``broken`` (a bound contradicted beyond noise), ``outside``
     (the stated figure's tolerance missed beyond noise: drift), ``undecided`` (the interval
     straddles a bound or an edge of the tolerance) or ``within``.
 
     ``interval`` is ``(lo, hi)`` around ``value`` (a timing or a mean and its error), or None
     for an exact measurement. A bound that is undecided leaves the qualitative claim
-    undecided, so it outranks a figure outside its tolerance."""
+    undecided, so it outranks a figure outside its tolerance. The second element says what
+    decided: "bound" or "tolerance" ("" when nothing was compared)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     lo, hi = (interval if interval is not None else (value, value)) if number else (None, None)
     states = [b.judge(float(lo), float(hi)) for b in bounds] if number else []
     if "broken" in states:
-        return "broken"
+        return "broken", "bound"
     if "undecided" in states:
-        return "undecided"
+        return "undecided", "bound"
     if stated is None or stated == "":
-        return "within"
+        return "within", "bound" if bounds else ""
     if isinstance(stated, (bool, str)) and not _numeric_text(stated) or not number:
-        return "within" if value == stated else "outside"
+        return ("within" if value == stated else "outside"), "tolerance"
     if math.isnan(float(lo)) or math.isnan(float(hi)):
-        return "within" if math.isnan(as_float(stated)) else "outside"
+        return ("within" if math.isnan(as_float(stated)) else "outside"), "tolerance"
     a, b = band(stated, tol or TABLE["printed"])
     if a <= lo and hi <= b:
-        return "within"
+        return "within", "tolerance"
     if hi < a or lo > b:
-        return "outside"
-    return "undecided"
+        return "outside", "tolerance"
+    return "undecided", "tolerance"
 
 
 def _numeric_text(stated) -> bool:

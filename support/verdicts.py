@@ -114,6 +114,11 @@ def variant_outcome(*, when: str, passed: bool, skipped: bool, skip_reason: str 
                        "(use claim.check or claim.record)")
     if by.get("broken"):
         return Outcome("fails", _describe(ms, by["broken"], "breaks its bound:"), tuple(by["broken"]))
+    # "drift" says the qualitative claim held: not while one of its bounds is undecided
+    open_bounds = [n for n in by.get("undecided", []) if ms[n].get("decided_by") == "bound"]
+    if open_bounds:
+        return Outcome("inconclusive", _describe(ms, open_bounds, "straddles"),
+                       tuple(open_bounds))
     if by.get("outside"):
         return Outcome("drift", _describe(ms, by["outside"], "is outside"),
                        tuple(by["outside"]))

@@ -1,0 +1,147 @@
+"""The verdict rules as plain functions (support/verdicts.py, support/tolerances.judge):
+what a variant's ending and its figures make of it, what its expectations accept, and a
+claim's verdict from its variants. The pytest wiring is tested end to end in test_plugin."""
+from __future__ import annotations
+
+import pytest
+
+from support import registry as reg
+from support import verdicts as v
+from support.tolerances import TABLE, Bound, judge
+
+
+def fig(outcome, value=1.0, rule="stated 1 (exact)", interval=None):
+    m = {"value": value, "outcome": outcome, "rule": rule}
+    if interval:
+        m["interval"] = list(interval)
+    return m
+
+
+def outcome(**kw):
+    base = dict(when="call", passed=True, skipped=False)
+    base.update(kw)
+    return v.variant_outcome(**base)
+
+
+# --------------------------------------------------------------------------- figures
+@pytest.mark.parametrize("value,interval,want", [
+    (2.0, None, "within"),
+    (4.5, None, "outside"),          # stated 2 within x2: 1..4
+    (3.0, (2.0, 4.5), "undecided"),  # straddles the tolerance's upper edge
+    (5.0, (4.5, 6.0), "outside"),
+    (1.1, None, "broken"),           # bound > 1.2, whatever the tolerance says
+    (1.5, (1.1, 1.9), "undecided"),  # straddles the bound
+])
+def test_judge_orders_bound_then_tolerance_then_interval(value, interval, want):
+    assert judge(value, interval, 2.0, TABLE["timing:ratio"], (Bound.parse("> 1.2"),)) == want
+
+
+def test_a_figure_below_1e_15_can_drift_while_its_bound_holds():
+    bound = (Bound.parse("<= 1e-15"),)
+    assert judge(4.44e-16, None, "1.7e-18", TABLE["printed"], bound) == "outside"
+    assert judge(1.7e-18, None, "1.7e-18", TABLE["printed"], bound) == "within"
+    assert judge(2e-15, None, "1.7e-18", TABLE["printed"], bound) == "broken"
+
+
+def test_text_and_bools_compare_exactly():
+    assert judge("float32", None, "float32") == "within"
+    assert judge("float64", None, "float32") == "outside"
+    assert judge(True, None, True) == "within"
+
+
+def test_a_bound_reads_its_operator():
+    assert Bound.parse(">= 64").judge(64, 64) == "within"
+    assert Bound.parse("> 64").judge(64, 64) == "broken"
+    assert Bound.parse("< 2").judge(1.5, 2.5) == "undecided"
+    with pytest.raises(ValueError):
+        Bound.parse("about 3")
+
+
+# --------------------------------------------------------------------------- one variant
+def test_a_variant_holds_drifts_fails_or_is_inconclusive_by_its_figures():
+    assert outcome(measurements={"a": fig("within")}).verdict == "holds"
+    assert outcome(measurements={"a": fig("within"), "b": fig("outside")}).verdict == "drift"
+    o = outcome(measurements={"b": fig("outside"), "c": fig("broken")})
+    assert o.verdict == "fails" and o.figures == ("c",)
+    o = outcome(measurements={"c": fig("undecided", interval=(0.9, 1.1))})
+    assert o.verdict == "inconclusive" and "[0.9, 1.1]" in o.reason
+
+
+def test_an_undecided_bound_outranks_a_figure_outside_its_tolerance():
+    # drift says "the qualitative claim held": not while one of its bounds is undecided
+    bound = dict(fig("undecided"), decided_by="bound")
+    edge = dict(fig("undecided"), decided_by="tolerance")
+    assert outcome(measurements={"a": fig("outside"), "b": bound}).verdict == "inconclusive"
+    # a figure merely straddling its tolerance edge leaves a resolved drift a drift
+    assert outcome(measurements={"a": fig("outside"), "b": edge}).verdict == "drift"
+
+
+def test_an_assertion_is_fails_anything_else_error_and_nothing_recorded_error():
+    o = outcome(passed=False, assertion=True, message="AssertionError: x\nassert 1 == 2")
+    assert o.verdict == "fails" and "\n" not in o.reason and "\n" in o.message
+    assert outcome(passed=False, assertion=False, message="KeyError").verdict == "error"
+    assert outcome(passed=False, assertion=True, when="setup").verdict == "error"
+    assert outcome(measurements={}).verdict == "error"
+
+
+def test_skips_and_benchmarks():
+    assert outcome(skipped=True, skip_reason="no GPU").verdict == "skipped"
+    assert outcome(skipped=True, not_applicable=True).verdict == "not-applicable"
+    assert outcome(benchmark=True, measurements={}).verdict == v.BENCHMARK
+
+
+# --------------------------------------------------------------------------- expectations
+def exp(verdict, match="", measurement="", reason="r"):
+    return reg.Expectation(id="XX-01", verdict=verdict, reason=reason, match=match,
+                           measurement=measurement)
+
+
+def test_an_expectation_accepts_only_the_failure_it_names():
+    failed = v.Outcome("fails", "AssertionError: LSTM mixes", (), "AssertionError: LSTM mixes")
+    assert v.unexpected(failed, [exp("fails", match="LSTM mixes")]) [1] == ""
+    assert "not as claims/expectations.toml says" in v.unexpected(
+        failed, [exp("fails", match="GRU mixes")])[1]
+    assert "unexpected fails" in v.unexpected(failed, [])[1]
+
+
+def test_a_drift_must_name_every_figure_that_moved():
+    drift = v.Outcome("drift", "a and b moved", ("a", "b"))
+    assert v.unexpected(drift, [exp("drift", measurement=["a", "b"])])[1] == ""
+    assert "b" in v.unexpected(drift, [exp("drift", measurement="a")])[1]
+    assert "drift not listed" in v.unexpected(drift, [])[1]
+
+
+def test_a_known_failure_that_holds_is_an_unexpected_pass():
+    assert "UNEXPECTED PASS" in v.unexpected(v.Outcome("holds"), [exp("fails", match="x")])[1]
+    # inconclusive neither confirms nor contradicts: never a red run
+    assert v.unexpected(v.Outcome("inconclusive"), [exp("fails", match="x")])[1] == ""
+
+
+# --------------------------------------------------------------------------- one claim
+def rec(verdict, role="test"):
+    return {"verdict": verdict, "role": role}
+
+
+def test_a_claim_is_its_worst_executed_variant():
+    assert v.claim_verdict([rec("holds"), rec("drift")], []) == ("drift", "")
+    assert v.claim_verdict([rec("inconclusive"), rec("fails")], []) == ("fails", "")
+    assert v.claim_verdict([rec("holds"), rec("skipped")], []) == ("holds", "")
+
+
+def test_a_claim_whose_required_variant_did_not_run_is_partial():
+    verdict, why = v.claim_verdict([rec("holds"), rec("skipped")], ["its cuda variant did not run"])
+    assert verdict == "partial" and "cuda" in why
+    # a contradiction needs no more variants: it stays fails
+    assert v.claim_verdict([rec("fails")], ["its cuda variant did not run"])[0] == "fails"
+
+
+def test_benchmarks_never_decide_a_claim():
+    assert v.claim_verdict([rec(v.BENCHMARK, "benchmark")], [])[0] == "not-run"
+    assert v.claim_verdict([rec("skipped", "benchmark")], [])[0] == "skipped"
+    assert v.claim_verdict([rec("drift"), rec(v.BENCHMARK, "benchmark")], [])[0] == "drift"
+
+
+def test_the_vocabulary_is_ordered_worst_first_and_complete():
+    assert v.ORDER[0] == "error" and v.ORDER.index("fails") < v.ORDER.index("drift") \
+        < v.ORDER.index("inconclusive") < v.ORDER.index("partial") < v.ORDER.index("holds")
+    assert set(v.MUST_BE_EXPECTED) <= set(v.ORDER) and set(v.COLOURS) == set(v.ORDER)
