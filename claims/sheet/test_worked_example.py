@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+from support import tolerances
 
 X = (1.0, 3.0, 2.0, 4.0)
 
@@ -31,25 +33,48 @@ def full_batch_grad(x, w0: float) -> float:
     return w.grad.item()
 
 
-batches = st.integers(1, 6).flatmap(lambda k: st.tuples(
-    st.just(k),
-    st.lists(st.floats(-10, 10, allow_nan=False), min_size=k, max_size=k * 4)
-    .filter(lambda xs: len(xs) % k == 0),
-    st.floats(-5, 5, allow_nan=False)))
+def normal(bound: float):
+    """Floats in [-bound, bound] that are 0 or at least 1e-100 in size: no product of three
+    of them underflows, so every rounding is relative (the error model of normal numbers;
+    below 2.2e-308 float64 rounds to a fixed absolute step instead)."""
+    return st.floats(-bound, bound, allow_nan=False).filter(lambda v: v == 0 or abs(v) >= 1e-100)
+
+
+# k equal micro-batches of 1 to 4 rows each
+batches = st.tuples(st.integers(1, 6), st.integers(1, 4)).flatmap(lambda km: st.tuples(
+    st.just(km[0]),
+    st.lists(normal(10), min_size=km[0] * km[1], max_size=km[0] * km[1]),
+    normal(5)))
+# the float64 error model of a mean-of-squares gradient summed over micro-batches
+# (support/tolerances.py): every term has the sign of w, so it is relative to the gradient
+ACC_MODEL = tolerances.model("acc:micro-batches-float64")
+
+
+def _formula(x, w0: float) -> float:
+    """2 w mean(x^2), the gradient of mean((w x)^2), in NumPy."""
+    return 2 * w0 * float(np.mean(np.square(x)))
 
 
 @pytest.mark.claim("ACC-01")
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches)
+# found by the thorough profile with w = 2.2e-311 (subnormal: the products underflow, outside
+# the relative error model), pinned at the edge of the drawn range
+@example(case=(5, [0.0] * 9 + [1.5], 1e-100))
 def test_accumulation_equals_one_large_batch_only_with_division_by_k(claim, case):
     k, x, w0 = case
     full = full_batch_grad(x, w0)
     divided = micro_batch_grads(x, w0, k, divide=True)[-1]
     undivided = micro_batch_grads(x, w0, k, divide=False)[-1]
-    scale = max(abs(full), 1e-12)
+    size, n = abs(_formula(x, w0)), len(x) + k
+    share = max(ACC_MODEL.share(divided - full, size, n=n),
+                ACC_MODEL.share(undivided - k * full, k * size, n=n))
+    scale = max(abs(full), 1e-300)
     claim.record("max relative error with /k", abs(divided - full) / scale, reduce="max")
     claim.record("max |undivided/full - k|", abs(undivided - k * full) / scale, reduce="max")
-    assert divided == pytest.approx(full, rel=1e-12, abs=1e-12)
-    assert undivided == pytest.approx(k * full, rel=1e-12, abs=1e-12)
+    claim.check("share_of_rounding_bound", share, reduce="max", note=ACC_MODEL.describe(n))
+    assert share <= 1, (f"accumulated {divided!r} (/k) and {undivided!r} (no /k) against the "
+                        f"full batch's {full!r}: {share:.3g} of the rounding bound")
 
 
 @pytest.mark.claim("ACC-01")
@@ -67,13 +92,16 @@ def test_division_by_k_is_not_exact_for_unequal_micro_batches(claim):
 
 
 @pytest.mark.claim("ACC-02")
-@given(st.floats(-5, 5, allow_nan=False),
-       st.lists(st.floats(-10, 10, allow_nan=False), min_size=1, max_size=16))
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(normal(5), st.lists(normal(10), min_size=1, max_size=16))
+@example(w0=1e-100, x=[0.0, 0.7890625])     # found with w0 = 2.2e-311 (subnormal), as above
 def test_gradient_of_mean_squared_scaled_input_is_2w_mean_x_squared(claim, w0, x):
     g = full_batch_grad(x, w0)
-    formula = 2 * w0 * float(np.mean(np.square(x)))
-    claim.record("max relative error", abs(g - formula) / max(abs(formula), 1e-12), reduce="max")
-    assert g == pytest.approx(formula, rel=1e-12, abs=1e-12)
+    formula = _formula(x, w0)
+    share = ACC_MODEL.share(g - formula, abs(formula), n=len(x))
+    claim.record("max relative error", abs(g - formula) / max(abs(formula), 1e-300), reduce="max")
+    claim.check("share_of_rounding_bound", share, reduce="max", note=ACC_MODEL.describe(len(x)))
+    assert share <= 1, f"autograd {g!r} against 2 w mean(x^2) = {formula!r}: {share:.3g} of the bound"
 
 
 @pytest.mark.claim("ACC-03")
@@ -151,13 +179,18 @@ def test_detached_term_is_a_constant_so_the_gradient_is_3(claim):
 
 
 @pytest.mark.claim("ACC-09")
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(1, 8), st.integers(1, 4), st.floats(0.1, 5))
 def test_summing_micro_batch_means_multiplies_the_gradient_by_k(claim, k, per, w0):
     rng = np.random.default_rng(k * 31 + per)
     x = rng.normal(size=k * per).tolist()
     ratio = micro_batch_grads(x, w0, k, divide=False)[-1] / full_batch_grad(x, w0)
+    # the ratio of two results each within the model's bound of its value (+1 rounding)
+    share = ACC_MODEL.share(ratio - k, k, n=k * per + k + 1)
     claim.record("max |ratio - k|", abs(ratio - k), reduce="max")
-    assert ratio == pytest.approx(k, rel=1e-12)
+    claim.check("share_of_rounding_bound", share, reduce="max",
+                note=ACC_MODEL.describe(k * per + k + 1))
+    assert share <= 1, f"ratio {ratio!r} against k = {k}: {share:.3g} of the rounding bound"
 
 
 @pytest.mark.claim("ACC-10")
