@@ -8,14 +8,22 @@ from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["support.plugin", "support.devices_plugin", "pytester"]
 
-# CI is deterministic; local runs explore. Select with HYPOTHESIS_PROFILE=ci|dev.
-settings.register_profile(
-    "ci", derandomize=True, deadline=None, max_examples=40, print_blob=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.register_profile(
-    "dev", deadline=None, max_examples=40,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+# Hypothesis profiles, selected with HYPOTHESIS_PROFILE (the default is "dev"):
+#   dev       explores: new random examples on every run, 40 per property; the README's test
+#             command, .ci/run and `python -m support stability` all run it, so CI meets the
+#             examples a user's run meets. A failure found is kept in .hypothesis/ and
+#             replayed first by the next run on the same checkout.
+#   thorough  release checks: 1,000 examples per property (README, "Release checks").
+#   ci        derandomized: the same examples on every run and machine (to reproduce a run,
+#             or to compare environments example for example; tox's envs use it).
+# Examples that once broke a property are pinned with @example in the test. A property that
+# takes a function-scoped fixture (``claim``) suppresses HealthCheck.function_scoped_fixture
+# itself (the recorder keeps the worst example on purpose); no test overrides max_examples.
+_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=40, **_COMMON)
+settings.register_profile("thorough", max_examples=1000, **_COMMON)
+settings.register_profile("ci", derandomize=True, max_examples=40, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 def _data_source(config) -> str | None:
