@@ -103,12 +103,69 @@ def threads() -> dict:
     return out
 
 
+def _numpy_simd() -> tuple[dict, list, list]:
+    """NumPy's runtime CPU dispatch: (features detected and not disabled by
+    NPY_DISABLE_CPU_FEATURES, baseline, dispatch targets built in)."""
+    try:
+        try:
+            from numpy._core import _multiarray_umath as mu      # NumPy >= 2
+        except ImportError:
+            from numpy.core import _multiarray_umath as mu       # NumPy 1.x
+        return (dict(mu.__cpu_features__), list(mu.__cpu_baseline__),
+                list(mu.__cpu_dispatch__))
+    except (ImportError, AttributeError):
+        return {}, [], []
+
+
+def numpy_argsort_target() -> str:
+    """The SIMD code NumPy's default (quicksort, unstable) argsort of int64 runs here:
+    "AVX512_SKX", "AVX2" or "generic". It decides the order of equal keys, and so any result
+    built on it (scikit-learn < 1.9's GroupKFold: STORY-17). NumPy dispatches 64-bit argsort
+    to x86-simd-sort on AVX-512 (Skylake-X) CPUs from 1.25 and also on AVX2 from 2.0; elsewhere,
+    with those features disabled (NPY_DISABLE_CPU_FEATURES) or before 1.25 it runs its
+    generic introsort. (Measured on NumPy 1.26.4, 2.0.2 and 2.4.6 with the features
+    disabled in turn; other architectures are reported "generic".)"""
+    import numpy as np
+    from packaging.version import Version
+    features, _, _ = _numpy_simd()
+    v = Version(Version(np.__version__).base_version)
+    if v >= Version("1.25") and features.get("AVX512_SKX"):
+        return "AVX512_SKX"
+    if v >= Version("2.0") and features.get("AVX2"):
+        return "AVX2"
+    return "generic"
+
+
+def numpy_cpu() -> dict:
+    """NumPy's CPU dispatch: outcomes that depend on the CPU (the order of ties in its
+    vectorised sorts, the rounding of its SIMD reductions) are decided by these."""
+    features, baseline, dispatch = _numpy_simd()
+    return {"features": sorted(k for k, on in features.items() if on),
+            "baseline": baseline, "dispatch": dispatch,
+            "argsort_int64": numpy_argsort_target()}
+
+
+def blas() -> list[dict]:
+    """The BLAS and OpenMP libraries loaded in this process (threadpoolctl): implementation,
+    version, the CPU kernel it chose and its threads. BLAS kernels decide the summation
+    order of matrix products, hence their last bits."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    keep = ("user_api", "internal_api", "prefix", "version", "architecture",
+            "threading_layer", "num_threads")
+    return [{k: lib[k] for k in keep if lib.get(k) is not None} for lib in threadpool_info()]
+
+
 def fingerprint() -> dict:
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpu": cpu_name(),
+        "cpu_dispatch": numpy_cpu(),
+        "blas": blas(),
         "threads": threads(),
         "versions": {p: _version(p) for p in PACKAGES if _version(p)},
         "devices": devices(),
