@@ -374,7 +374,8 @@ def _note(run: matrix.Run, label: str, note: str) -> str:
              f"* verdicts: {_counts(_describe(run))}",
              f"* pytest wall time: {run.data.get('elapsed_s')} s; suite commit "
              f"{env.get('suite_commit')}",
-             f"* kept with `python -m support.report keep` from `{run.path}`"]
+             f"* kept with `python -m support.report keep` from "
+             f"`{run.path.parent.name}/{run.path.name}`"]
     if note:
         lines += ["", note]
     return "\n".join(lines) + "\n"
