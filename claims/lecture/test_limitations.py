@@ -38,13 +38,14 @@ def test_the_tree_trains_on_concrete_in_under_a_second(concrete, claim):
         start = time.perf_counter()
         fit_hgb(X, y)
         times.append(time.perf_counter() - start)
-    fit = claim.check('HGB fit, 824 rows (min of 3)', min(times), unit='s')
-    # the comparison the sentence makes: against the network it replaces (one epoch of
-    # the MLP timed the same way, scaled to the 120 epochs of the stories)
+    # the sentence's figure: under a second (stated), and the catalogue's failure: over 3 s
+    claim.check('HGB fit, 824 rows (min of 3)', min(times), unit='s',
+                note="wall time of the fit on one thread, the minimum of 3")
+    # for scale, the network it replaces, timed the same way (3 epochs scaled to the 120
+    # of the stories): recorded, not compared
     start = time.perf_counter()
     train(concrete, epochs=3)
-    mlp = claim.record("MLP, 120 epochs (estimated from 3)", (time.perf_counter() - start) / 3 * 120, unit="s")
-    assert fit < mlp / 3
+    claim.record("MLP, 120 epochs (estimated from 3)", (time.perf_counter() - start) / 3 * 120, unit="s")
 
 
 @pytest.mark.claim("FW-10")
@@ -59,30 +60,56 @@ def test_the_tree_has_no_learning_rate_to_tune(claim, model):
 @pytest.fixture(scope="module")
 def reference(concrete):
     X, y, Xv = fold0(concrete)
-    return X, y, Xv, fit_hgb(X, y).predict(Xv)
+    model = fit_hgb(X, y)
+    # validation rows with a feature exactly on one of the tree's split thresholds (a
+    # midpoint between two training values: 101 between 100 and 102): the only rows whose
+    # side of a split a rounding can change
+    edges = model._bin_mapper.bin_thresholds_
+    on_edge = np.zeros(len(Xv), dtype=bool)
+    for j, t in enumerate(edges):
+        on_edge |= np.isin(Xv[:, j].astype(np.float64), t)
+    return X, y, Xv, model.predict(Xv), on_edge, {}
 
 
-# each example fits 100 boosted trees (~0.3 s on one core)
+# each example fits 100 boosted trees (~0.3 s on one core). "exact": the rescaled inputs are
+# computed exactly (float32 values times float32 factors in float64: 24 + 24 significant bits
+# fit in 53), so nothing but the scale changes. "float32": the products rounded to float32, as
+# a float32 pipeline computes them; a row whose value sits exactly on a split threshold (a
+# midpoint between two training values) can then land on the other side.
 @pytest.mark.claim("FW-11")
+@pytest.mark.parametrize("rescale", ["exact", "float32"])
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scales=st.lists(st.floats(0.001, 1000.0), min_size=8, max_size=8))
-def test_tree_predictions_do_not_depend_on_feature_scaling(concrete, claim, reference, scales):
-    X, y, Xv, pred = reference
+def test_tree_predictions_do_not_depend_on_feature_scaling(concrete, claim, reference, scales,
+                                                          rescale):
+    X, y, Xv, pred, on_edge, tally = reference
     _, val_idx = lecture_split(0)
     yv = concrete.y[val_idx]
     s = np.array(scales, dtype=np.float32)
-    scaled = fit_hgb(X * s, y).predict(Xv * s)
-    moved = float(np.mean(np.abs(scaled - pred) > 1e-9))
+    if rescale == "exact":
+        Xs, Xvs = X.astype(np.float64) * s.astype(np.float64), Xv.astype(np.float64) * s
+    else:
+        Xs, Xvs = X * s, Xv * s
+    scaled = fit_hgb(Xs, y).predict(Xvs)
+    moved = np.abs(scaled - pred) > 1e-9
     rmse = lambda p: float(np.sqrt(np.mean((p - yv) ** 2)))  # noqa: E731
     change = abs(rmse(scaled) - rmse(pred))
-    claim.record("share of validation rows whose prediction moved", moved, reduce="max")
+    claim.check("share of validation rows whose prediction moved", float(np.mean(moved)),
+                reduce="max")
+    seen = tally.setdefault(rescale, [0, 0])     # over every example of this variant
+    seen[0] += int(np.sum(moved & on_edge))
+    seen[1] += int(np.sum(moved))
+    claim.record("moved rows with a value exactly on a split threshold",
+                 f"{seen[0]} of {seen[1]}", note=(
+                     f"over all examples; {int(np.sum(on_edge))} of {len(on_edge)} validation "
+                     "rows have a feature exactly on a split threshold of the unscaled tree"))
     claim.record("largest change of a prediction", float(np.max(np.abs(scaled - pred))), reduce="max", unit="MPa")
-    claim.record("change of the validation RMSE", change, reduce="max", unit="MPa")
-    # a rescaled feature gives the same splits: only rows that sit exactly on a bin edge
-    # (round numbers at a midpoint) can fall the other way after rounding, and the score
-    # does not move
-    assert moved < 0.10
-    assert change < 0.05
+    # the qualitative claim: no systematic change of the score (the registry's bound)
+    claim.check("change of the validation RMSE", change, reduce="max", unit="MPa")
+    if rescale == "exact":
+        # a positive rescaling that changes nothing else gives the same splits, to the bit
+        assert not moved.any(), (f"an exact rescaling by {s.tolist()} moved {int(moved.sum())} "
+                                 "predictions")
 
 
 @pytest.mark.claim("FW-11")
