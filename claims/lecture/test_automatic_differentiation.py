@@ -337,11 +337,15 @@ def test_best_central_difference_is_four_orders_worse_than_autodiff(claim, net):
                    toy.max_abs_diff(toy.jax_gradient(net), hand))
     claim.record("steps", steps.tolist())
     claim.record("errors", errs.tolist())
+    # the printed figures (drift), and the catalogue's failure: a best error below 1e-14 or
+    # above 1e-9 (the registry's bounds)
     claim.check('best_error', float(errs[i]))
     claim.check('best_h', float(steps[i]))
-    claim.check('orders_worse_than_autodiff', float(np.log10(errs[i] / autodiff)), note='vs the worse autodiff line (4.4e-16 here); vs 1.7e-18 it would be ~6')
-    assert 1e-13 <= errs[i] <= 1e-11
-    assert errs[i] >= 1e3 * autodiff
+    # "four orders of magnitude": a count of orders, log10 of the ratio, compared additively
+    # (half an order either way); at least three orders is the qualitative claim (bound)
+    claim.check('orders_worse_than_autodiff', float(np.log10(errs[i] / autodiff)),
+                note=f"log10(best central difference {errs[i]:.3g} / autodiff error "
+                     f"{autodiff:.3g}, the worse of torch and JAX against the hand gradient)")
 
 
 @pytest.mark.claim("AD-15")

@@ -151,7 +151,9 @@ def test_scaler_fitted_on_all_rows_makes_no_measurable_difference(concrete, clai
     claim.check('SE', se, unit='MPa')
     claim.record("honest per run", np.round(honest, 3).tolist(), unit="MPa")
     claim.record("leaky per run", np.round(leaky, 3).tolist(), unit="MPa")
-    assert abs(mean) < 2 * se
+    # "no measurable effect": the difference lies within 2 SE of zero (the registry's bound)
+    claim.check("difference / SE", mean / se,
+                note="mean paired difference over its standard error (std ddof 1 / sqrt 15)")
     # the leaky arm really did see other inputs: the paired runs are not identical
     assert np.any(diff != 0)
 
@@ -182,11 +184,12 @@ def test_the_comparison_trains_50_networks_and_takes_minutes_one_at_a_time(concr
     start = time.process_time()
     train(concrete, epochs=epochs, threads=1)
     per_epoch = (time.process_time() - start) / epochs
-    minutes = claim.record("one at a time, 50 x 400 epochs (estimated)", per_epoch * 400 * n / 60,
-                           unit="min", note="CPU time of a 10-epoch run of train(), one thread")
+    # "a few minutes": under 5 (the catalogue's reading, a reference), and minutes at all
+    # (the bound: not seconds, not an hour)
+    claim.check("one at a time, 50 x 400 epochs (estimated)", per_epoch * 400 * n / 60,
+                unit="min", note="CPU time of a 10-epoch run of train(), one thread, scaled to "
+                                 "50 networks x 400 epochs")
     assert n == 50
-    # "a few minutes": minutes, not seconds and not hours
-    assert 1 <= minutes <= 30
 
 
 @pytest.mark.claim("SPLIT-11")
