@@ -673,9 +673,16 @@ def test_adam_keeps_two_parameter_sized_tensors_per_parameter(claim, library):
         state = optax.adam(1e-3).init(params)
         adam_state = next(s for s in jax.tree_util.tree_leaves(
             state, is_leaf=lambda x: hasattr(x, "mu")) if hasattr(s, "mu"))
-        per_param = {k: [f for f in ("mu", "nu")
-                         if getattr(adam_state, f)[k].shape == shapes[k]] for k in shapes}
-        extra = {"shared": ["count"]}
+        # every field of the state: a tree shaped like the parameters, or something else
+        per_param = {k: [] for k in shapes}
+        extra = {"shared": []}
+        for field in adam_state._fields:
+            value = getattr(adam_state, field)
+            if isinstance(value, dict) and set(value) == set(shapes):
+                for k in shapes:
+                    (per_param[k] if value[k].shape == shapes[k] else extra["shared"]).append(field)
+            else:
+                extra["shared"].append(f"{field} {tuple(jnp.shape(value))}")
     if library == "torch":
         claim.note("torch keeps a 0-d `step` tensor per parameter besides the two moments: "
                    "three state entries, two of the parameter's size (catalogue nuance 19)")
