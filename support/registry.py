@@ -42,7 +42,7 @@ STATUSES = ("testable", "pending", "not-testable")
 DOCUMENTS = ("lecture", "sheet")
 # the packages whose versions a claim or an expectation may be keyed on
 PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "python",
-            "keras", "onnx", "onnxruntime", "xlrd")
+            "keras", "onnx", "onnxruntime", "xlrd", "pandas", "flax")
 FIELDS = {"id", "document", "section", "source", "paraphrase", "stated", "kind", "tier",
           "tolerance", "rule", "version_note", "status", "reason", "applies", "meaning",
           "links", "figures", "requires", "fingerprint"}

@@ -488,3 +488,98 @@ def test_non_differentiable_steps_return_silent_zero_gradients(claim, framework,
     assert not raised, f"{framework} refused to differentiate {op}: {raised}"
     assert len(caught) == 0
     assert np.all(np.asarray(g) == 0)
+
+
+# ------------------------------------------------------------ forward vs reverse mode memory
+def _deep_chain(depth: int, width: int = 256, seed: int = 0):
+    """f(x) = sum(tanh(W_depth ... tanh(W_1 x))): the same function for both modes."""
+    g = torch.Generator().manual_seed(seed)
+    Ws = [torch.randn(width, width, generator=g, dtype=torch.float64) / width ** 0.5
+          for _ in range(depth)]
+
+    def f(x):
+        for W in Ws:
+            x = torch.tanh(W @ x)
+        return x.sum()
+    return f, Ws
+
+
+@pytest.mark.claim("AD-11")
+def test_reverse_mode_stores_intermediates_forward_mode_does_not(claim):
+    """'Reverse mode needs the stored intermediates while forward mode does not': the bytes
+    autograd keeps for a backward pass, for the same function and input, by depth."""
+    import torch.autograd.forward_ad as fwAD
+
+    from support.memory import SavedTensors
+    width, depths = 256, [1, 2, 4, 8]
+    reverse, forward = [], []
+    for depth in depths:
+        f, Ws = _deep_chain(depth, width)
+        x = torch.randn(width, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        t = torch.randn(width, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+        xr = x.clone().requires_grad_()
+        with SavedTensors(exclude=[xr, *Ws]) as graph:
+            out = f(xr)                     # reverse mode: the forward pass records the tape
+        reverse.append(graph.held_bytes())  # ... and holds what backward() will need
+        (grad,) = torch.autograd.grad(out, xr)
+        with fwAD.dual_level(), SavedTensors(exclude=[x, t, *Ws]) as tape:
+            dual_out = f(fwAD.make_dual(x, t))   # forward mode: value and tangent together
+            jvp = fwAD.unpack_dual(dual_out).tangent
+        forward.append(tape.saved_bytes())
+        # the two modes compute the same derivative: J t = grad . t
+        assert torch.allclose(jvp, grad @ t, rtol=1e-12, atol=1e-12)
+    claim.record("depths", depths)
+    claim.record("reverse mode: bytes held for backward", reverse, unit="B")
+    claim.record("forward mode: bytes saved", forward, unit="B")
+    claim.record("reverse mode: bytes per layer", (reverse[-1] - reverse[0]) / (depths[-1] - depths[0]),
+                 unit="B", note=f"one float64 activation of {width} values is {width * 8} B")
+    assert forward == [0] * len(depths), "forward mode saved tensors for later"
+    # reverse mode stores intermediates, more with every layer
+    assert all(r > 0 for r in reverse) and all(b > a for a, b in zip(reverse, reverse[1:]))
+
+
+# ------------------------------------------------------------ finite differences' one job
+class _TanhWrongDerivative(torch.autograd.Function):
+    """tanh with a doubtful hand-written backward: 1 - a instead of 1 - a^2."""
+
+    @staticmethod
+    def forward(ctx, z):
+        a = torch.tanh(z)
+        ctx.save_for_backward(a)
+        return a
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        return grad * (1 - a)
+
+
+@pytest.mark.claim("AD-16")
+def test_finite_differences_check_a_doubtful_gradient_at_a_handful_of_points(claim):
+    """'Finite differences keep one job in practice: checking an autodiff gradient you do not
+    trust, at a handful of points': torch.autograd.gradcheck (central differences against
+    backward(), float64) on the toy network at five points."""
+    from torch.autograd import gradcheck
+
+    def loss(tanh):
+        def f(W, b, v, c, x, y):
+            return (v @ tanh(W @ x + b) + c - y) ** 2
+        return f
+
+    points = [toy.draw(seed=s) for s in range(5)]
+    good, bad = [], []
+    for p in points:
+        leaves = tuple(torch.tensor(np.asarray(a), dtype=torch.float64, requires_grad=True)
+                       for a in (p.W, p.b, p.v, p.c))
+        data = (torch.tensor(p.x, dtype=torch.float64), torch.tensor(p.y, dtype=torch.float64))
+        good.append(gradcheck(lambda *w: loss(torch.tanh)(*w, *data), leaves,
+                              raise_exception=False))
+        bad.append(gradcheck(lambda *w: loss(_TanhWrongDerivative.apply)(*w, *data), leaves,
+                             raise_exception=False))
+    claim.record("points checked", len(points))
+    claim.record("evaluations per point (2 per parameter)", 2 * points[0].n_params)
+    claim.record("gradcheck passes: backward() of the toy network", good)
+    claim.record("gradcheck passes: tanh's derivative written as 1 - a", bad)
+    assert all(good), "gradcheck rejected autograd's gradient of the toy network"
+    # the job: a wrong gradient is caught
+    assert not any(bad), "gradcheck accepted a backward that uses 1 - a for tanh's derivative"

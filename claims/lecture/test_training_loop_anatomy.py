@@ -3,8 +3,8 @@ Dataset/DataLoader pair, nn.Module and the loss functions, and the PyTorch and J
 notes print them, run on a tiny problem.
 
 LOOP-13 (PyTorch 5.70 vs JAX 5.66 over five seeds) is a concrete-data training claim and lives
-with the training stories; LOOP-02 and LOOP-06 are not testable (pedagogy); LOOP-01 (the sheet's
-order of calls) is in ``claims/sheet/test_training_loop.py``.
+with the training stories; LOOP-02 is not testable (pedagogy); LOOP-01 (the sheet's order of
+calls) is in ``claims/sheet/test_training_loop.py``.
 """
 from __future__ import annotations
 
@@ -384,3 +384,71 @@ def test_optimizer_step_reads_grad_and_updates_the_parameters(claim):
     opt.step()
     claim.record('unchanged_without_grad', torch.equal(p.detach(), before))
     assert torch.equal(p.detach(), before)
+
+
+# ------------------------------------------------------------------ LOOP-06 no DataLoader
+@pytest.mark.claim("LOOP-06")
+def test_an_in_memory_table_can_be_indexed_directly_instead_of_a_dataloader(concrete, claim):
+    """'For a table that fits in memory, as this session's does, you can skip both and index
+    tensors directly': the notes' network trained on the concrete fold-0 rows through
+    DataLoader(TensorDataset, batch 64, shuffle) and by indexing the tensors with the same
+    shuffled order ends bitwise identical."""
+    import time
+
+    from support.train_torch import prepare
+    tr, va = lecture_split(0)
+    p = prepare(concrete, tr, va)
+    X, y = torch.from_numpy(p.X_train), torch.from_numpy(p.y_train)[:, None]
+    epochs = 3
+
+    def fit(batches):
+        torch.manual_seed(0)
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        start = time.perf_counter()
+        for epoch in range(epochs):
+            for xb, yb in batches(epoch):
+                loss = nn.functional.mse_loss(model(xb), yb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        return model, (time.perf_counter() - start) / epochs
+
+    class Recorded(TensorDataset):          # the order the DataLoader's shuffle chose
+        def __init__(self, *tensors):
+            super().__init__(*tensors)
+            self.order: list[int] = []
+
+        def __getitem__(self, i):
+            self.order.append(int(i))
+            return super().__getitem__(i)
+
+    data = Recorded(X, y)
+    loader = DataLoader(data, batch_size=BATCH, shuffle=True,
+                        generator=torch.Generator().manual_seed(1))
+    via_loader, t_loader = fit(lambda epoch: loader)
+    orders = [data.order[e * len(X):(e + 1) * len(X)] for e in range(epochs)]
+    assert all(sorted(o) == list(range(len(X))) for o in orders)
+
+    def indexed(order):
+        def batches(epoch):
+            perm = torch.tensor(order[epoch])
+            for i in range(0, len(X), BATCH):
+                idx = perm[i:i + BATCH]
+                yield X[idx], y[idx]
+        return batches
+    direct, t_direct = fit(indexed(orders))
+    def largest_difference(m1, m2) -> float:
+        with torch.no_grad():
+            return max(float((a - b).abs().max()) for a, b in zip(m1.parameters(),
+                                                                   m2.parameters()))
+    diff = largest_difference(via_loader, direct)
+    claim.record("largest parameter difference, DataLoader vs indexing", diff)
+    claim.record("epoch time, DataLoader", t_loader, unit="s")
+    claim.record("epoch time, indexing", t_direct, unit="s")
+    # control: the comparison sees the order of the rows (another order, other weights)
+    other, _ = fit(indexed([o[::-1] for o in orders]))
+    claim.record("largest parameter difference, another order", largest_difference(direct, other))
+    assert all(torch.equal(a, b) for a, b in zip(via_loader.parameters(), direct.parameters())), \
+        f"indexing the tensors trained another network (largest difference {diff:.3g})"
+    assert not all(torch.equal(a, b) for a, b in zip(direct.parameters(), other.parameters()))

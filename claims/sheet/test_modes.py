@@ -190,3 +190,52 @@ def test_forgetting_eval_changes_the_validation_score(claim, concrete):
     assert with_eval != forgot and abs(with_eval - forgot) > 0.05
     assert same
     assert np.isfinite([with_eval, forgot]).all()
+
+
+# ------------------------------------------------------------------ JAX: the lecture's table
+@pytest.mark.claim("MODE-09")
+@pytest.mark.parametrize("api", ["linen", "nnx"])
+def test_jax_layers_take_train_or_eval_behaviour_as_an_argument(claim, api):
+    """Lecture, "Side by side" (L:231-235): train or eval behaviour is model.train()/model.eval()
+    in PyTorch and "an explicit argument, such as deterministic=True" in JAX. JAX itself has
+    no layers; its layer library is flax, whose two APIs are the variants."""
+    try:
+        import flax
+    except ImportError:
+        claim.not_applicable("flax is not installed: JAX's dropout layers live in flax "
+                             "(pip install -e '.[frameworks]')")
+    import jax
+    import jax.numpy as jnp
+    claim.record("flax", flax.__version__)
+    x = jnp.ones((N,))
+    if api == "linen":
+        from flax import linen
+        layer = linen.Dropout(rate=P)
+        variables = layer.init({"dropout": jax.random.key(0)}, x, deterministic=True)
+        kept = layer.apply(variables, x, deterministic=True)
+        dropped = layer.apply(variables, x, deterministic=False,
+                              rngs={"dropout": jax.random.key(1)})
+        module = linen.Module
+    else:
+        from flax import nnx
+        layer = nnx.Dropout(P, rngs=nnx.Rngs(0))
+        kept = layer(x, deterministic=True)
+        dropped = layer(x, deterministic=False)
+        module = nnx.Module
+    dropped_share = float(jnp.mean(dropped == 0))
+    claim.record("zero fraction, deterministic=True", float(jnp.mean(kept == 0)))
+    claim.record("zero fraction, deterministic=False", dropped_share)
+    # the argument is the switch: the same layer object, both behaviours, per call
+    assert bool(jnp.all(kept == x)), "deterministic=True did not pass the input through"
+    assert _binomial_ok(dropped_share), f"deterministic=False dropped {dropped_share:.3f}, not ~{P}"
+    modes = [m for m in ("train", "eval") if callable(getattr(module, m, None))]
+    claim.record("mode methods of the Module class", modes)
+    if modes:
+        # what such a method does: it sets the argument on the layer, which then keeps it
+        layer.eval()
+        claim.record("deterministic after layer.eval()", bool(layer.deterministic))
+        claim.record("zero fraction after layer.eval(), no argument",
+                     float(jnp.mean(layer(x) == 0)))
+    assert not modes, (f"flax {api} Modules have a train/eval mode: Module.{'()/'.join(modes)}() "
+                       "sets deterministic (and use_running_average) on every submodule, as "
+                       "model.eval() does in PyTorch")
