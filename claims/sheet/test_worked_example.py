@@ -78,17 +78,26 @@ def test_accumulation_equals_one_large_batch_only_with_division_by_k(claim, case
 
 
 @pytest.mark.claim("ACC-01")
-def test_division_by_k_is_not_exact_for_unequal_micro_batches(claim):
-    # the sheet's rule assumes equal sizes; with 3 + 1 rows the weights must be n_i / N
-    w = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
-    x = torch.tensor(X, dtype=torch.float64)
-    for chunk in (x[:3], x[3:]):
-        (((w * chunk) ** 2).mean() / 2).backward()
-    claim.record("grad with /k, sizes 3+1", w.grad.item())
-    claim.check('full-batch grad', full_batch_grad(X, 2.0))
-    claim.note("with unequal micro-batches, /k gives "
-               f"{w.grad.item():g} instead of 30: the division must weight by n_i/N")
-    assert w.grad.item() != 30.0
+@pytest.mark.parametrize("sizes", [(2, 2), (3, 1)], ids=["equal_2+2", "unequal_3+1"])
+def test_division_by_k_on_the_sheets_batch_split_two_ways(claim, sizes):
+    """The sheet's batch x = (1, 3, 2, 4), w = 2, as k = 2 micro-batches of the given sizes:
+    dividing each micro-batch's mean loss by k gives the full batch's gradient only when the
+    micro-batches are equal; otherwise the weights must be n_i / N."""
+    k, x = len(sizes), torch.tensor(X, dtype=torch.float64)
+    chunks = x.split(list(sizes))
+
+    def accumulated(weights) -> float:
+        w = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+        for chunk, weight in zip(chunks, weights):
+            (((w * chunk) ** 2).mean() * weight).backward()
+        return w.grad.item()
+    full = claim.check('full-batch grad', full_batch_grad(X, 2.0))
+    by_k = claim.record("grad with /k", accumulated([1 / k] * k))
+    by_share = claim.record("grad with n_i / N", accumulated([len(c) / len(x) for c in chunks]))
+    # the weighting that always works (the control: the comparison can hold)
+    assert by_share == pytest.approx(full, rel=1e-15)
+    assert by_k == full, (f"/k over micro-batches of {sizes[0]}+{sizes[1]} rows gives "
+                          f"{by_k:.6g} instead of the full batch's {full:g}")
 
 
 @pytest.mark.claim("ACC-02")
