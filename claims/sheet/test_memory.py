@@ -156,7 +156,10 @@ def test_reverse_mode_memory_grows_linearly_with_depth(claim):
         held_no_grad.append(graph0.held_bytes())
         del out
     slope, intercept, r2 = linear_fit(depths, held)
-    claim.record('held_bytes_per_layer', slope, unit='B', note=f"one saved float32 ReLU output (also the next Linear's saved input) per layer would be {rows * width * 4} B")
+    # a reference, not a figure of the notes: one saved float32 ReLU output (also the next
+    # Linear's saved input) of rows x width per layer
+    claim.check('held_bytes_per_layer', slope, unit='B',
+                note=f"one float32 activation of {rows} x {width} is {rows * width * 4} B")
     claim.record("depth_linear_R2", r2)
     claim.record("held_MB_by_depth", [h / MB for h in held], unit="MB")
     assert r2 > 0.99 and slope > 0
