@@ -24,23 +24,60 @@ from support import tolerances
 
 
 
+def api(path: str) -> bool:
+    """Whether the API ``path`` ("torch.utils.data.DataLoader", "jax.export") exists in this
+    installation, whatever was imported before: the longest importable module prefix is
+    imported explicitly, and only the rest is looked up as attributes. (``hasattr(jax,
+    "export")`` is False in JAX releases that import the submodule lazily, until something
+    else imports it.)"""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def test_api_imports_submodules_rather_than_asking_for_attributes():
+    """The lookup FW-01 relies on: a submodule counts whether or not it was imported."""
+    import sys
+    assert api("json.decoder.JSONDecoder") and api("xml.dom.minidom")
+    assert not api("json.no_such_thing") and not api("no_such_package.x")
+    assert "xml.dom.minidom" in sys.modules
+
+
 @pytest.mark.claim("FW-01")
 @pytest.mark.parametrize("framework", ["torch", "jax"])
 def test_a_framework_supplies_the_pieces(claim, framework):
     if framework == "torch":
-        pieces = {"tensors_on_devices": hasattr(torch, "device") and hasattr(torch, "cuda"),
-                  "autodiff": hasattr(torch, "autograd"),
-                  "layers": hasattr(torch.nn, "Linear"), "losses": hasattr(torch.nn, "MSELoss"),
-                  "optimizers": hasattr(torch.optim, "Adam"),
-                  "data_loading": hasattr(importlib.import_module("torch.utils.data"), "DataLoader"),
-                  "save": hasattr(torch, "save"),
-                  "export": hasattr(torch, "export") and hasattr(torch, "onnx")}
+        wanted = {"tensors_on_devices": ["torch.device", "torch.cuda.is_available"],
+                  "autodiff": ["torch.autograd.grad"],
+                  "layers": ["torch.nn.Linear"], "losses": ["torch.nn.MSELoss"],
+                  "optimizers": ["torch.optim.Adam"],
+                  "data_loading": ["torch.utils.data.DataLoader"],
+                  "save": ["torch.save", "torch.load"],
+                  "export": ["torch.export.export", "torch.onnx.export"]}
     else:
-        optax = pytest.importorskip("optax")
-        pieces = {"tensors_on_devices": bool(jax.devices()), "autodiff": hasattr(jax, "grad"),
-                  "layers_losses": hasattr(jax.nn, "relu") and hasattr(optax, "l2_loss"),
-                  "optimizers": hasattr(optax, "adam"), "export": hasattr(jax, "export")}
+        pytest.importorskip("optax")
+        wanted = {"tensors_on_devices": ["jax.devices", "jax.device_put"],
+                  "autodiff": ["jax.grad"],
+                  "layers_losses": ["jax.nn.relu", "optax.l2_loss"],
+                  "optimizers": ["optax.adam"],
+                  # jax.export from JAX 0.4.30; jax.experimental.export before
+                  "export": ["jax.export.export|jax.experimental.export.export"]}
+    pieces = {k: all(any(api(alt) for alt in p.split("|")) for p in paths)
+              for k, paths in wanted.items()}
     claim.record("pieces", pieces)
+    claim.record("APIs looked up", {k: v for k, v in wanted.items()})
+    if framework == "jax":
+        claim.record("jax.export exported as", "jax.export" if api("jax.export.export")
+                     else "jax.experimental.export")
     assert all(pieces.values()), [k for k, v in pieces.items() if not v]
 
 

@@ -44,10 +44,14 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _cpu_grad_scaler(claim, **kwargs):
     """A CPU GradScaler, or the claim is not-applicable in this torch."""
-    if not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"):
+    # import the submodule explicitly: whether torch.amp is an attribute of torch depends on
+    # what was imported before
+    import importlib
+    amp = importlib.import_module("torch.amp")
+    if not hasattr(amp, "GradScaler"):
         claim.not_applicable("this torch has no torch.amp.GradScaler (CPU scaler added in 2.3)")
     try:
-        return torch.amp.GradScaler("cpu", **kwargs)
+        return amp.GradScaler("cpu", **kwargs)
     except (RuntimeError, TypeError, ValueError) as exc:
         claim.not_applicable(f"torch.amp.GradScaler('cpu') is unavailable here: {exc}")
 
