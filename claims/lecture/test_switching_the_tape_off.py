@@ -159,6 +159,7 @@ def test_inference_mode_outputs_never_re_enter_a_graph(claim, use):
     with torch.inference_mode():
         it = torch.randn(3) * 2
     claim.record('is_inference', it.is_inference())
+    assert it.is_inference(), "a tensor made under inference_mode is not an inference tensor"
     try:
         out = (it * w).sum() if use == "saved_by_mul" else (it + w).sum()
         out.backward()
@@ -228,6 +229,7 @@ def test_saved_inputs_are_held_until_backward_consumes_them(claim):
     out = torch.tanh(w)
     before = out.grad_fn._saved_result
     claim.record('saved_before_backward', bool(torch.equal(before, out)))
+    assert torch.equal(before, out), "tanh's node does not hold its output before backward()"
     out.sum().backward()
     with pytest.raises(RuntimeError) as err:
         out.grad_fn._saved_result

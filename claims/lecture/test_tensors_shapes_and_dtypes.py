@@ -304,8 +304,27 @@ def test_matching_shapes_removes_the_warning(claim, fix):
 
 @pytest.mark.claim("SHAPE-14")
 def test_a_shape_assertion_catches_the_bug_on_the_first_batch(claim):
-    pred, target = torch.randn(64, 1), torch.randn(64)
-    with pytest.raises(AssertionError):
-        assert pred.shape == target.shape
-    claim.record('caught', True)
-    assert pred.shape == target[:, None].shape
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from support.train_torch import mlp
+    torch.manual_seed(0)
+    X, y = torch.randn(832, 8), torch.randn(832)       # the story's target: shape (N,)
+
+    def first_failing_batch(target) -> tuple[int | None, str]:
+        """Run an epoch with the notes' assertion at the loss; the batch it stops at."""
+        model = mlp()
+        for i, (xb, yb) in enumerate(DataLoader(TensorDataset(X, target), batch_size=64), 1):
+            pred = model(xb)
+            try:
+                assert pred.shape == yb.shape
+            except AssertionError:
+                return i, f"{tuple(pred.shape)} != {tuple(yb.shape)}"
+            torch.nn.functional.mse_loss(pred, yb)
+        return None, ""
+    caught_at, shapes = first_failing_batch(y)
+    fixed_at, _ = first_failing_batch(y[:, None])
+    claim.record("batch at which the assertion stopped the buggy loop", caught_at, note=shapes)
+    claim.record("batch at which it stopped the fixed loop", fixed_at if fixed_at else "none",
+                 note="13 batches of 64")
+    assert caught_at == 1, f"the shape assertion stopped the buggy loop at batch {caught_at}"
+    assert fixed_at is None, "control: the assertion stopped the fixed loop"

@@ -71,9 +71,10 @@ def test_train_and_eval_switch_dropout_and_batch_norm_and_nothing_else(claim):
     claim.record("bn_train_output_mean", out_train.mean().item())
     claim.record('bn_running_mean_moved_in_train', bool((after_train != 0).all()))
     claim.record('bn_running_mean_moved_in_eval', bool((bn.running_mean != after_train).any()))
+    assert (after_train != 0).all(), "batch norm's running mean did not move in train mode"
     assert out_train.mean(0).abs().max() < 1e-5          # normalised with the batch's stats
     assert torch.allclose(out_eval, expected_eval, atol=1e-5)   # with the running stats
-    assert torch.equal(bn.running_mean, after_train)
+    assert torch.equal(bn.running_mean, after_train), "batch norm's running mean moved in eval mode"
 
     # control: a model without dropout or batch norm computes the same thing in both modes
     plain = mlp()
@@ -115,7 +116,8 @@ def test_eval_does_not_freeze_weights(claim):
     changed = sum(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
     claim.record('parameter_tensors_changed_by_a_step_in_eval', changed)
     claim.record('requires_grad_in_eval', all((p.requires_grad for p in model.parameters())))
-    assert changed == len(before)
+    assert all(p.requires_grad for p in model.parameters()), "eval() switched requires_grad off"
+    assert changed == len(before), f"a step in eval mode changed {changed} of {len(before)} tensors"
 
 
 @pytest.mark.claim("MODE-04")

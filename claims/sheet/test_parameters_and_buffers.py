@@ -112,6 +112,7 @@ def test_a_pickled_whole_model_breaks_when_its_module_is_moved(claim, temp_packa
     with zipfile.ZipFile(whole) as z:
         pkl = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
     claim.record('pickle_names_module', f'{PACKAGE}.models'.encode() in pkl)
+    assert f"{PACKAGE}.models".encode() in pkl, "the pickle does not name the class's module"
     claim.record("pickle_names_a_file_path", str(pkg).encode() in pkl or b"models.py" in pkl,
                  note="the reference is an import path + class name, not a file")
 
@@ -137,8 +138,8 @@ def test_a_pickled_whole_model_breaks_when_its_module_is_moved(claim, temp_packa
     fresh = importlib.import_module(f"{PACKAGE}.layers").TinyNet().eval()
     fresh.load_state_dict(state)
     claim.record('state_dict_loads_after_moving', torch.equal(fresh(x), expected))
-    assert moved_error == "builtins.ModuleNotFoundError"
-    assert torch.equal(fresh(x), expected)
+    assert moved_error == "builtins.ModuleNotFoundError", f"after the move: {moved_error}"
+    assert torch.equal(fresh(x), expected), "the state_dict did not rebuild the same network"
 
 
 @pytest.mark.claim("SAVE-05")
