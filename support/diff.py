@@ -1,7 +1,7 @@
 """What changed between two runs, and keeping a run in ``claims/history/``.
 
-    python -m support.report diff OLD NEW [--md PATH] [--html PATH] [--count-timing]
-    python -m support.report keep RUN --label NAME [--machine NAME] [--note TEXT]
+    python -m support diff OLD NEW [--md PATH] [--html PATH] [--count-timing]
+    python -m support keep RUN --label NAME [--machine NAME] [--note TEXT]
 
 ``diff``: OLD and NEW are each a ``claims.json``, a folder holding one (a tox env's
 ``reports/<env>/``, a ``claims/history/<run>/``), or ``last`` (the newest run kept in
@@ -28,7 +28,6 @@ verdict counts, wall time, your note), so the next ``diff last ...`` compares ag
 from __future__ import annotations
 
 import datetime
-import html
 import json
 import re
 import shutil
@@ -305,16 +304,16 @@ def _counts(run: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in run["summary"].items()) or "no verdicts"
 
 
-def command(args) -> int:
-    """``python -m support.report diff|keep ...`` (see :func:`add_arguments`)."""
-    return keep_main(args) if args.cmd == "keep" else main(args)
+def run(command: str, args) -> int:
+    """``python -m support diff|keep ...`` (see :func:`arguments`)."""
+    return keep_main(args) if command == "keep" else diff_main(args)
 
 
-def main(args) -> int:
+def diff_main(args) -> int:
     try:
         old, new = load_run(args.old), load_run(args.new)
     except DiffError as exc:
-        print(f"support.report diff: {exc}")
+        print(f"diff: {exc}")
         return 2
     res = compare(old, new, count_timing=args.count_timing)
     print(text(res), end="")
@@ -366,7 +365,7 @@ def _note(run: matrix.Run, label: str, note: str) -> str:
     acc = ", ".join(f"{d.get('type')}: {d.get('name')}" for d in env.get("devices", [])
                     if d.get("type") not in ("cpu", None)) or "none"
     lines = [f"# {label}: {run.label}", "",
-             f"* versions: " + ", ".join(f"{k} {v[k]}" for k in
+             "* versions: " + ", ".join(f"{k} {v[k]}" for k in
                                           ("torch", "jax", "jaxlib", "optax", "numpy", "scipy",
                                            "scikit-learn") if k in v),
              f"* Python {env.get('python')} on {env.get('platform')}; CPU {env.get('cpu')} "
@@ -374,7 +373,7 @@ def _note(run: matrix.Run, label: str, note: str) -> str:
              f"* verdicts: {_counts(_describe(run))}",
              f"* pytest wall time: {run.data.get('elapsed_s')} s; suite commit "
              f"{env.get('suite_commit')}",
-             f"* kept with `python -m support.report keep` from "
+             f"* kept with `python -m support keep` from "
              f"`{run.path.parent.name}/{run.path.name}`"]
     if note:
         lines += ["", note]
@@ -385,23 +384,23 @@ def keep_main(args) -> int:
     try:
         dest = keep(args.run, args.label, args.machine, args.note or "")
     except DiffError as exc:
-        print(f"support.report keep: {exc}")
+        print(f"keep: {exc}")
         return 2
     print(f"kept: {dest}")
     return 0
 
 
-def add_arguments(sub) -> None:
-    """The ``diff`` and ``keep`` subcommands of ``python -m support.report``."""
-    d = sub.add_parser("diff", help="what changed between two runs (support/diff.py)")
-    d.add_argument("old", help="claims.json, its folder, or 'last' / 'last:LABEL' (claims/history)")
-    d.add_argument("new", help="claims.json, its folder, or 'last' / 'last:LABEL'")
-    d.add_argument("--md", type=Path, help="also write the differences as Markdown")
-    d.add_argument("--html", type=Path, help="also write them as one self-contained HTML page")
-    d.add_argument("--count-timing", action="store_true",
-                   help="count changes of timing claims too (they move with the load)")
-    k = sub.add_parser("keep", help="copy a run into claims/history/ (support/diff.py)")
-    k.add_argument("run", type=Path, help="a claims.json or its folder, e.g. reports/latest")
-    k.add_argument("--label", required=True, help="what ran, e.g. latest or the tox env")
-    k.add_argument("--machine", help="where it ran (default: from the run's fingerprint)")
-    k.add_argument("--note", help="a line for NOTE.md: the command, the scope, anything odd")
+def arguments(command: str, parser) -> None:
+    """The options of ``diff`` and of ``keep``."""
+    if command == "keep":
+        parser.add_argument("run", type=Path, help="a claims.json or its folder, e.g. reports/latest")
+        parser.add_argument("--label", required=True, help="what ran, e.g. latest or the tox env")
+        parser.add_argument("--machine", help="where it ran (default: from the run's fingerprint)")
+        parser.add_argument("--note", help="a line for NOTE.md: the command, the scope, anything odd")
+        return
+    parser.add_argument("old", help="claims.json, its folder, or 'last' / 'last:LABEL' (claims/history)")
+    parser.add_argument("new", help="claims.json, its folder, or 'last' / 'last:LABEL'")
+    parser.add_argument("--md", type=Path, help="also write the differences as Markdown")
+    parser.add_argument("--html", type=Path, help="also write them as one self-contained HTML page")
+    parser.add_argument("--count-timing", action="store_true",
+                        help="count changes of timing claims too (they move with the load)")

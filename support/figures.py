@@ -1,6 +1,6 @@
 """The notes' figures, redrawn from the values a run measured.
 
-    python -m support.figures reports/claims.json [more claims.json ...] -o reports/figures
+    python -m support figures reports/claims.json [more claims.json ...] -o reports/figures
 
 Needs matplotlib (the optional extra ``figures``: ``pip install -e '.[figures]'``). Every
 figure is drawn from ``claim.record`` values in ``claims.json`` (one line per run when
@@ -467,13 +467,13 @@ def draw_all(runs, out: Path | None = None) -> list[dict]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def arguments(command: str, parser) -> None:
+    parser.add_argument("reports", nargs="+", type=Path, help="claims.json files (or their folders)")
+    parser.add_argument("-o", "--out", type=Path, default=Path("reports/figures"))
+
+
+def run(command: str, args) -> int:
     import json
-    ap = argparse.ArgumentParser(prog="python -m support.figures")
-    ap.add_argument("reports", nargs="+", type=Path, help="claims.json files (or their folders)")
-    ap.add_argument("-o", "--out", type=Path, default=Path("reports/figures"))
-    args = ap.parse_args(argv)
     runs = []
     for p in args.reports:
         p = p / "claims.json" if p.is_dir() else p
@@ -481,7 +481,3 @@ def main(argv: list[str] | None = None) -> int:
     for f in draw_all(runs, args.out):
         print(f"{f['file']}: {f['title']}" + (f" ({f['note']})" if f["note"] else ""))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

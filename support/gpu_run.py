@@ -1,13 +1,13 @@
 """Run the GPU tier and the benchmarks on a GPU machine, and collect everything in one folder.
 
-    python -m support.gpu_run --out DIR [--concrete-data PATH] [--no-bench] [--budget-s 3600]
+    python -m support gpu-run --out DIR [--concrete-data PATH] [--no-bench] [--budget-s 3600]
 
 What it needs: a CUDA machine with this checkout, Python >= 3.10 and the suite installed
 (``pip install -e '.[test]'``: torch with CUDA, jax, optax, numpy, scikit-learn, xlrd,
 pytest, pytest-benchmark, pytest-timeout, hypothesis). JAX may be the CPU build (the JAX GPU
 variants are then skipped with the reason) or ``jax[cuda12]``. No network is used. The
 concrete data (``Concrete_Data.xls``/``.csv``) is found through ``--concrete-data``, the
-``CONCRETE_DATA`` variable, or the user cache that ``python -m support.data fetch`` fills;
+``CONCRETE_DATA`` variable, or the user cache that ``python -m support fetch-data`` fills;
 without it the claims that train on it (DEV-08/10/14/15 and the real-model benchmark) are
 skipped and the summary says so.
 
@@ -53,7 +53,6 @@ file name, so one workload's CPU and GPU rows sit side by side::
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -120,15 +119,15 @@ def _step(name: str, cmd: list[str], timeout: float, log: Path, env=None) -> dic
             "log": str(log)}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m support.gpu_run",
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
-    ap.add_argument("--concrete-data", default=None, help="path of the concrete data")
-    ap.add_argument("--no-bench", action="store_true", help="run the GPU claims only")
-    ap.add_argument("--budget-s", type=float, default=3600.0,
-                    help="wall-clock budget for all steps (default 3600 s)")
-    args = ap.parse_args(argv)
+def arguments(command: str, parser) -> None:
+    parser.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
+    parser.add_argument("--concrete-data", default=None, help="path of the concrete data")
+    parser.add_argument("--no-bench", action="store_true", help="run the GPU claims only")
+    parser.add_argument("--budget-s", type=float, default=3600.0,
+                        help="wall-clock budget for all steps (default 3600 s)")
+
+
+def run(command: str, args) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # a flat folder of few files, easy to copy into claims/history/: claims.md,
@@ -142,11 +141,11 @@ def main(argv=None) -> int:
     try:
         import torch
     except ImportError as exc:
-        _loud(f"support.gpu_run: torch is not importable ({exc}); install the suite first")
+        _loud(f"gpu-run: torch is not importable ({exc}); install the suite first")
         return 2
     if not torch.cuda.is_available():
         from .devices import absent_reason
-        _loud("support.gpu_run: NO CUDA DEVICE. " + absent_reason("cuda") +
+        _loud("gpu-run: NO CUDA DEVICE. " + absent_reason("cuda") +
               ".\nThis command runs the GPU tier and must run on a machine with a CUDA GPU; "
               "nothing was run.")
         (out / "summary.json").write_text(json.dumps(
@@ -214,13 +213,9 @@ def main(argv=None) -> int:
     summary["ok"] = all(rc == 0 for rc in rcs)
     summary["wall_s"] = round(time.time() - start, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    print(f"\nsupport.gpu_run: {'OK' if summary['ok'] else 'FAILED'} in {summary['wall_s']} s; "
+    print(f"\ngpu-run: {'OK' if summary['ok'] else 'FAILED'} in {summary['wall_s']} s; "
           f"report in {out}", flush=True)
     if not summary["ok"]:
-        _loud("support.gpu_run FAILED: " + ", ".join(f"{s['step']} rc={s['rc']}"
+        _loud("gpu-run FAILED: " + ", ".join(f"{s['step']} rc={s['rc']}"
                                                      for s in summary["steps"] if s["rc"]))
     return next((rc for rc in rcs if rc), 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """The claims matrix: many runs (environments) side by side.
 
-    python -m support.report matrix [RUN ...] -o reports/matrix
+    python -m support matrix [RUN ...] -o reports/matrix
 
 A RUN is a ``claims.json``, a folder holding one (a tox env's ``reports/<envname>/``, a
 ``claims/history/<run>/`` folder), or a pytest-benchmark JSON file. With no RUN the matrix
@@ -675,7 +675,15 @@ def build(inputs: list[Path] | None, out: Path, figures: bool = True) -> dict:
             "paths": [md, page, out / "matrix.json"], "problems": problems}
 
 
-def main(args) -> int:
+def arguments(command: str, parser) -> None:
+    parser.add_argument("inputs", nargs="*", type=Path,
+                        help="claims.json files, run folders or benchmark JSON (default: "
+                             "claims/history/* and reports/*/claims.json)")
+    parser.add_argument("-o", "--out", type=Path, default=Path("reports/matrix"))
+    parser.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+
+
+def run(command: str, args) -> int:
     res = build(args.inputs, args.out, figures=not args.no_figures)
     print(f"{len(res['runs'])} runs: " + ", ".join(f"{r.name} ({r.label})" for r in res["runs"]))
     kinds: dict[str, int] = {}

@@ -23,8 +23,8 @@ locator then reports, per claim and file: ``found`` (its sentence touches its re
 but one with mostly the same words: it was edited), ``missing`` (nothing like it is left), or
 ``unpinned`` (the registry holds no fingerprint for it).
 
-    python -m support.notes locate --notes ../shared/notes/lecture-11-notes.txt ...
-    python -m support.notes pin --notes ... [--write]    # (re)compute the fingerprints
+    python -m support locate --notes ../shared/notes/lecture-11-notes.txt ...
+    python -m support pin --notes ... [--write]    # (re)compute the fingerprints
 """
 from __future__ import annotations
 
@@ -375,8 +375,3 @@ def changed_claims(registry: dict, paths, include_moved: bool = False) -> list[L
     revisit after editing the notes."""
     bad = ("changed", "missing", "unpinned") + (("moved",) if include_moved else ())
     return [loc for loc in locate_all(registry, paths) if loc.status in bad]
-
-
-if __name__ == "__main__":            # python -m support.notes locate|pin (support/notes_pin.py)
-    from support.notes_pin import main
-    raise SystemExit(main())

@@ -2,7 +2,7 @@
 sentence highlighted in its verdict's colour with its ID, plus ``errata.md`` and
 ``notes.json``.
 
-    python -m support.report notes reports/claims.json --notes ../shared/notes/lecture-11-notes.txt \\
+    python -m support notes reports/claims.json --notes ../shared/notes/lecture-11-notes.txt \\
         --notes ../shared/notes/frameworks-summary.txt -o reports/notes
 
 The text is read at build time from the files given (the suite holds none of it); each claim
@@ -285,7 +285,15 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
             "locations": locs, "summary": summary, "figures": why_no_figs or len(figs)}
 
 
-def main(args) -> int:
+def arguments(command: str, parser) -> None:
+    parser.add_argument("report", type=Path, help="a claims.json")
+    parser.add_argument("--notes", action="append", required=True, metavar="PATH",
+                        help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
+    parser.add_argument("-o", "--out", type=Path, default=Path("reports/notes"))
+    parser.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+
+
+def run(command: str, args) -> int:
     report = json.loads(Path(args.report).read_text(encoding="utf-8"))
     res = build(report, args.notes, args.out, figures=not args.no_figures)
     for doc, counts in res["summary"].items():

@@ -4,7 +4,7 @@ registry (see support/notes.py for what a fingerprint is and how it is found aga
 A claim's ``source`` names lines ("L:43-47", "S:20,26; L:495"); the lines of its own document
 may hold several sentences. The claim's sentence is the one of those whose words best match
 the claim's paraphrase and stated figure (cosine of words weighted by how rare they are in
-the notes); ties go to the first. ``python -m support.notes pin --notes A --notes B --write``
+the notes); ties go to the first. ``python -m support pin --notes A --notes B --write``
 writes the fingerprints, one line ``fingerprint = "..."`` after each entry's ``source``
 line (replacing an earlier one), touching nothing else.
 """
@@ -93,19 +93,18 @@ def write_fingerprints(directory: Path, fps: dict[str, str]) -> int:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m support.notes")
-    ap.add_argument("cmd", choices=("locate", "pin"),
-                    help="locate: where each claim's sentence is now; pin: compute the "
-                         "fingerprints from these notes (--write puts them in the registry)")
-    ap.add_argument("--notes", action="append", required=True, metavar="PATH",
-                    help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
-    ap.add_argument("--write", action="store_true", help="pin: write the registry files")
-    args = ap.parse_args(argv)
+def arguments(command: str, parser) -> None:
+    """``locate``: where each claim's sentence is now; ``pin``: compute the fingerprints."""
+    parser.add_argument("--notes", action="append", required=True, metavar="PATH",
+                        help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
+    if command == "pin":
+        parser.add_argument("--write", action="store_true", help="write the registry files")
+
+
+def run(command: str, args) -> int:
     from .registry import REGISTRY_DIR, load_registry
     registry = load_registry()
-    if args.cmd == "pin":
+    if command == "pin":
         fps, unpinned = pin(registry, read_all(registry, args.notes))
         print(f"{len(fps)} claims pinned to a sentence, {len(unpinned)} not")
         for cid, why in unpinned.items():

@@ -272,7 +272,7 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
                     errors.append(f"{where}: unknown device {dev!r} (known: {', '.join(DEVICES)})")
             _check_versions(where, applies.get("versions", {}), errors)
             if not re.fullmatch(r"[0-9a-f]{24}", str(entry.get("fingerprint", "0" * 24))):
-                errors.append(f"{where}: fingerprint must be 24 hex digits (python -m support.notes pin)")
+                errors.append(f"{where}: fingerprint must be 24 hex digits (python -m support pin)")
             for req in entry.get("requires", []):
                 if req not in REQUIREMENTS:
                     errors.append(f"{where}: unknown requirement {req!r} (known: "

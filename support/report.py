@@ -1,11 +1,10 @@
 """The stated-vs-measured report: ``claims.json``, ``claims.md`` and the terminal summary.
 
-``python -m support.report show reports/claims.json`` prints a saved report again.
+``python -m support show reports/claims.json`` prints a saved report again.
 """
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from . import environment, verdicts
@@ -235,46 +234,17 @@ def notes_lines(n: dict) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m support.report")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    show = sub.add_parser("show", help="print the summary of a saved claims.json")
-    show.add_argument("path", type=Path)
-    show.add_argument("--summary", action="store_true", help="only the verdict counts")
-    mx = sub.add_parser("matrix", help="put many runs side by side (support/matrix.py)")
-    mx.add_argument("inputs", nargs="*", type=Path,
-                    help="claims.json files, run folders or benchmark JSON (default: "
-                         "claims/history/* and reports/*/claims.json)")
-    mx.add_argument("-o", "--out", type=Path, default=Path("reports/matrix"))
-    mx.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
-    nt = sub.add_parser("notes", help="the notes annotated with a run's verdicts, errata.md and "
-                        "notes.json (support/notes_html.py)")
-    nt.add_argument("report", type=Path, help="a claims.json")
-    nt.add_argument("--notes", action="append", required=True, metavar="PATH",
-                    help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
-    nt.add_argument("-o", "--out", type=Path, default=Path("reports/notes"))
-    nt.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
-    from . import diff
-    diff.add_arguments(sub)             # diff OLD NEW, keep RUN --label NAME (support/diff.py)
-    args = ap.parse_args(argv)
-    if args.cmd in ("diff", "keep"):
-        return diff.command(args)
-    if args.cmd == "notes":
-        from . import notes_html
-        return notes_html.main(args)
-    if args.cmd == "matrix":
-        from . import matrix
-        return matrix.main(args)
-    if args.cmd == "show":
-        data = json.loads(args.path.read_text())
-        print(summary_line(data))
-        if args.summary:
-            return 0
-        for e in not_holding(data):
-            print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:300]}")
+def arguments(command: str, parser) -> None:
+    parser.add_argument("path", type=Path, help="a claims.json (or its folder)")
+    parser.add_argument("--summary", action="store_true", help="only the verdict counts")
+
+
+def run(command: str, args) -> int:
+    path = args.path / "claims.json" if args.path.is_dir() else args.path
+    data = json.loads(path.read_text())
+    print(summary_line(data))
+    if args.summary:
+        return 0
+    for e in not_holding(data):
+        print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:300]}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

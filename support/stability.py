@@ -17,7 +17,6 @@ Exit status 0 only when every run was green and no verdict changed.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -30,12 +29,9 @@ from pathlib import Path
 from .environment import ROOT
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m support stability",
-        description="Run the README's test command N times (fresh, shuffled, exploring "
-                    "Hypothesis profile) and report verdicts that changed and runs that went "
-                    "red. Options it does not know go to pytest.")
+def _options(p) -> None:
+    """Run the README's test command N times (fresh, shuffled, exploring Hypothesis profile)
+    and report verdicts that changed and runs that went red."""
     p.add_argument("--runs", type=int, default=10, help="how many runs (default 10)")
     p.add_argument("--workers", default="2", help="pytest-xdist workers, -n (default 2)")
     p.add_argument("--order", default="module", choices=("module", "package", "global", "none"),
@@ -48,7 +44,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="HYPOTHESIS_PROFILE for the runs (default dev: explores)")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "stability",
                    help="where the runs' reports go (default reports/stability)")
-    return p
 
 
 def _verdicts(report: dict) -> dict[str, str]:
@@ -109,8 +104,15 @@ def changed(runs: list[dict]) -> dict[str, dict[str, list[int]]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, passthrough = _parser().parse_known_args(argv)
+PASSES_UNKNOWN = True      # options stability does not know go to pytest
+
+
+def arguments(command: str, parser) -> None:
+    _options(parser)
+
+
+def run(command: str, args) -> int:
+    passthrough = args.unknown
     if args.order != "none":
         try:
             import random_order  # noqa: F401  (pytest-random-order)
@@ -150,7 +152,3 @@ def main(argv: list[str] | None = None) -> int:
         {"runs": [{k: v for k, v in r.items() if k != "verdicts"} for r in runs],
          "changed": moved}, indent=1))
     return 0 if not moved and not red else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -48,7 +48,7 @@ def test_manual_seed_also_seeds_cuda(claim, monkeypatch, rng_restored):
     assert calls == [1234]
 
 
-@pytest.mark.gpu          # the CUDA half runs in the GPU tier (python -m support.gpu_run)
+@pytest.mark.gpu          # the CUDA half runs in the GPU tier (python -m support gpu-run)
 @pytest.mark.claim("RNG-06")
 @devices.needs("cuda")
 def test_manual_seed_gives_the_same_cuda_draws(claim, rng_restored):

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support import cli
 from support import data as sdata
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def test_a_bad_download_is_refused_and_leaves_nothing_cached(server, cache, xls_
     }[damage]
     with pytest.raises(sdata.DataError) as exc:
         sdata.load_concrete(download_missing=True, url=server.base + "/uci.zip")
-    assert "python -m support.data fetch" in str(exc.value)
+    assert "python -m support fetch-data" in str(exc.value)
     assert not cache.exists() or not any(cache.iterdir())
 
 
@@ -186,12 +187,12 @@ def test_lecture_folds_ship_with_the_package_and_match_the_protocol():
 
 
 def test_missing_data_says_how_to_get_it(cache):
-    with pytest.raises(sdata.DataError, match="support.data fetch"):
+    with pytest.raises(sdata.DataError, match="python -m support fetch-data"):
         sdata.load_concrete()
 
 
 def test_fetch_command_reports_errors_without_a_traceback(cache, capsys, server):
-    assert sdata.main(["fetch", "--url", server.base + "/missing.zip"]) == 1
+    assert cli.main(["fetch-data", "--url", server.base + "/missing.zip"]) == 1
     assert "error:" in capsys.readouterr().out
 
 
@@ -221,7 +222,7 @@ def test_a_named_path_without_the_table_is_a_usage_error_not_a_skip(tmp_path, ho
 def test_without_a_path_the_cache_is_used_else_a_skip_that_says_how(tmp_path, xls_bytes):
     out = _pytest(tmp_path, DATA_TEST)
     assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout + out.stderr
-    assert "python -m support.data fetch" in out.stdout
+    assert "python -m support fetch-data" in out.stdout
     out = _pytest(tmp_path, "--require-data", DATA_TEST)
     assert out.returncode == 1 and "1 error" in out.stdout and "--require-data" in out.stdout
     (tmp_path / "cache").mkdir()

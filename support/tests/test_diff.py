@@ -1,4 +1,4 @@
-"""support.diff: `python -m support.report diff OLD NEW` says what changed between two runs and
+"""support.diff: `python -m support diff OLD NEW` says what changed between two runs and
 exits 1 when a claim changed; `keep` adds a run to claims/history. Read from the runs kept in
 claims/history/ and from edited copies of them."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ OLDEST = HISTORY / "2026-11-29-py311-oldest-cpu2core"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "support.report", "diff", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "support", "diff", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
@@ -111,7 +111,7 @@ def test_unreadable_inputs_are_a_usage_error(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     for bad in (tmp_path / "missing", tmp_path / "bad.json", "last:no-such-label"):
         out = _cli(bad, JAX010)
-        assert out.returncode == 2 and "support.report diff:" in out.stdout, out.stdout
+        assert out.returncode == 2 and "diff:" in out.stdout, out.stdout
 
 
 def test_keep_adds_the_run_to_the_history_and_last_finds_it(tmp_path, monkeypatch):

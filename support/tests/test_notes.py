@@ -110,7 +110,7 @@ def test_a_wrapped_paragraph_keeps_its_logical_line():
 
 def test_every_registry_entry_has_a_fingerprint(registry):
     bad = [c.id for c in registry.values() if not notes.FINGERPRINT_RE.match(c.fingerprint)]
-    assert not bad, ("no fingerprint; run python -m support.notes pin --notes lecture=... "
+    assert not bad, ("no fingerprint; run python -m support pin --notes lecture=... "
                      f"--notes sheet=... --write: {bad}")
 
 

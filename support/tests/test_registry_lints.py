@@ -182,3 +182,23 @@ def test_the_readme_verdict_table_is_the_vocabulary():
     rows = re.findall(r"^\| ([a-z-]+) \| (.+) \|$", text, re.M)
     table = [(v, m) for v, m in rows if v in verdicts.VERDICTS]
     assert table == list(verdicts.MEANING.items())
+
+
+def test_the_one_command_line_lists_and_runs_every_command(capsys):
+    """python -m support: every command's module provides arguments() and run()."""
+    import importlib
+    from support import cli
+    assert cli.main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    for name, (module, _) in cli.COMMANDS.items():
+        assert name in listed
+        mod = importlib.import_module(module)
+        assert callable(mod.arguments) and callable(mod.run), module
+    assert cli.main(["no-such-command"]) == 2
+
+
+def test_the_readme_lists_every_command():
+    from support import cli
+    text = (ROOT / "README.md").read_text()
+    for name, (_, what) in cli.COMMANDS.items():
+        assert f"| `{name}` | {what} |" in text, name

@@ -1,0 +1,63 @@
+"""The suite's one command line: ``python -m support COMMAND ...`` (installed as
+``lecture11-claims COMMAND ...``).
+
+Every command lives in the module that does its work; that module provides
+``arguments(command, parser)`` (the command's options) and ``run(command, args) -> int``.
+A new command is one line of :data:`COMMANDS` and those two functions. A module is imported
+only when its command runs, so ``show`` does not load matplotlib or the frameworks.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module, one line of help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "show": ("support.report", "print the verdicts of a saved claims.json"),
+    "matrix": ("support.matrix", "put many runs side by side: matrix.md, matrix.html, figures"),
+    "diff": ("support.diff", "what changed between two runs (exit 1 when a claim changed)"),
+    "keep": ("support.diff", "copy a run into claims/history/"),
+    "notes": ("support.notes_html", "the notes annotated with a run's verdicts, and the errata"),
+    "locate": ("support.notes_pin", "where each claim's sentence is in a copy of the notes"),
+    "pin": ("support.notes_pin", "fingerprint each claim's sentence into the registry"),
+    "figures": ("support.figures", "redraw the notes' figures from runs' measured values"),
+    "fetch-data": ("support.data", "download the UCI concrete data into the cache, verified"),
+    "check-data": ("support.data", "verify a concrete data file (or the cache)"),
+    "gpu-run": ("support.gpu_run", "on a GPU machine: the GPU tier and the benchmarks, one folder"),
+    "stability": ("support.stability", "run the test command N times, report what moved"),
+}
+PROG = "python -m support"
+
+
+def _overview() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {PROG} COMMAND [options]   ({PROG} COMMAND --help for its options)",
+             "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_overview())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"{PROG}: unknown command {command!r}\n\n{_overview()}", file=sys.stderr)
+        return 2
+    module_name, text = COMMANDS[command]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"{PROG} {command}", description=text)
+    module.arguments(command, parser)
+    if getattr(module, "PASSES_UNKNOWN", False):      # e.g. stability hands them to pytest
+        args, unknown = parser.parse_known_args(rest)
+        args.unknown = unknown
+    else:
+        args = parser.parse_args(rest)
+    return int(module.run(command, args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
