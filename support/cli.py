@@ -56,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         args.unknown = unknown
     else:
         args = parser.parse_args(rest)
-    return int(module.run(command, args) or 0)
+    try:
+        return int(module.run(command, args) or 0)
+    except BrokenPipeError:          # the reader went away (| head): not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from . import matrix
+from . import matrix, page, tolerances
 
 # verdicts that say the claim was measured here; the verdict machinery may add more
 MEASURED = tuple(dict.fromkeys(matrix.EXECUTED + ("partial", "inconclusive")))
@@ -177,8 +177,8 @@ def _figure_moved(old: dict, new: dict, row: dict, same_rules: bool) -> bool:
         return False
     if same_rules and "within" in fo and "within" in fn and fo["within"] != fn["within"]:
         return True
-    return matrix.moved(fo["value"], fn["value"], row["stated"],
-                        fn.get("tolerance") or fo.get("tolerance"))
+    return tolerances.moved(fo["value"], fn["value"], row["stated"],
+                            fn.get("tolerance") or fo.get("tolerance"))
 
 
 def _verdict_kind(old: str, new: str) -> str:
@@ -246,58 +246,35 @@ def _verdict_line(res: dict) -> str:
             f"{'s' if n != 1 else ''})" if n else "nothing changed: " + NOTHING)
 
 
-def markdown(res: dict) -> str:
-    md = matrix._md
+def document(res: dict) -> list:
+    """The differences as page blocks (support/page.py renders Markdown and HTML)."""
     o, n = res["old"], res["new"]
-    out = ["# What changed", "",
-           f"* OLD: `{o['path']}` ({o['label']}): " + _counts(o),
-           f"* NEW: `{n['path']}` ({n['label']}): " + _counts(n), ""]
+    out: list = [page.Bullets([f"OLD: {o['path']} ({o['label']}): " + _counts(o),
+                               f"NEW: {n['path']} ({n['label']}): " + _counts(n)])]
     if res["environment"]:
-        out += ["## Environment", "", "| | OLD | NEW |", "|---|---|---|"]
-        out += [f"| {md(k)} | {md(a)} | {md(b)} |" for k, a, b in res["environment"]]
-        out.append("")
+        out += [page.Heading(2, "Environment"),
+                page.Table(["", "OLD", "NEW"], [page.Row([k, a, b], strong=True)
+                                                for k, a, b in res["environment"]], "env")]
     for title, rows in _tables(res):
-        out += [f"## {title}", "", "| id | what | OLD | NEW | detail | claim |",
-                "|---|---|---|---|---|---|"]
-        out += [f"| {r['id']} | {r['what']} | {md(r['old'])} | {md(r['new'])} | "
-                f"{md(r['detail'])} | {md(r['paraphrase'])} |" for r in rows]
-        out.append("")
+        out += [page.Heading(2, title), page.Table(
+            ["id", "what", "OLD", "NEW", "detail"],
+            [[r["id"], r["what"], matrix._verdict_cell(r["old"]), matrix._verdict_cell(r["new"]),
+              page.Cell(r["detail"], note=" ".join(x for x in (r["paraphrase"], r["reason"]) if x))]
+             for r in rows], "diff")]
     if not res["changes"]:
-        out += [f"Nothing changed: {NOTHING}.", ""]
+        out.append(page.Para(f"Nothing changed: {NOTHING}."))
     for where, ids in _not_compared(res):
-        out += [f"Not compared, ran in {where} only ({len(ids)}): " + ", ".join(ids), ""]
-    return "\n".join(out)
+        out.append(page.Para(f"Not compared, ran in {where} only ({len(ids)}): "
+                             + ", ".join(ids), "m"))
+    return out
+
+
+def markdown(res: dict) -> str:
+    return page.markdown("What changed", document(res))
 
 
 def html_page(res: dict) -> str:
-    e = matrix._e
-    o, n = res["old"], res["new"]
-    p = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-         "<title>What changed</title>", f"<style>{matrix.CSS}</style></head><body>",
-         "<h1>What changed</h1><ul>",
-         f"<li>OLD: <code>{e(o['path'])}</code> ({e(o['label'])}): {e(_counts(o))}</li>",
-         f"<li>NEW: <code>{e(n['path'])}</code> ({e(n['label'])}): {e(_counts(n))}</li></ul>"]
-    if res["environment"]:
-        p.append("<h2>Environment</h2><table class='env'><tr><th></th><th>OLD</th><th>NEW</th></tr>")
-        p += [f"<tr class='differs'><th>{e(k)}</th><td>{e(a)}</td><td>{e(b)}</td></tr>"
-              for k, a, b in res["environment"]]
-        p.append("</table>")
-    for title, rows in _tables(res):
-        p.append(f"<h2>{e(title)}</h2><table class='diff'><tr><th>id</th><th>what</th>"
-                 "<th>OLD</th><th>NEW</th><th>detail</th></tr>")
-        for r in rows:
-            p.append(f"<tr><td>{e(r['id'])}</td><td>{e(r['what'])}</td>"
-                     f"{matrix._verdict_td(r['old'])}{matrix._verdict_td(r['new'])}"
-                     f"<td>{e(r['detail'])}<div class='m'>{e(r['paraphrase'])}</div>"
-                     f"<div class='m'>{e(r['reason'])}</div></td></tr>")
-        p.append("</table>")
-    if not res["changes"]:
-        p.append(f"<p>Nothing changed: {e(NOTHING)}.</p>")
-    for where, ids in _not_compared(res):
-        p.append(f"<p class='m'>Not compared, ran in {where} only ({len(ids)}): "
-                 f"{e(', '.join(ids))}</p>")
-    p.append("</body></html>")
-    return "\n".join(p)
+    return page.html_page("What changed", document(res))
 
 
 def _counts(run: dict) -> str:

@@ -18,16 +18,13 @@ that changed), then the whole table grouped by the notes' sections, then the ben
 """
 from __future__ import annotations
 
-import base64
 import hashlib
-import html
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import environment, formatting, tolerances
+from . import environment, formatting, page, tolerances
 from .verdicts import EXECUTED as RAN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +32,8 @@ HISTORY = ROOT / "claims" / "history"
 REPORTS = ROOT / "reports"
 # a claim that ran: its figures can be compared across runs
 EXECUTED = RAN + ("partial",)
+# the claims.json schemas the matrix reads (1: figures judged by "within"; 2: by "outcome")
+SCHEMAS = (1, 2)
 TIMING = re.compile(r"time|wall|speed|(^|[_ ])(ms|s)($|[_ ])|per epoch", re.I)
 
 
@@ -148,8 +147,9 @@ def load(inputs: list[Path]) -> tuple[list[Run], list[dict]]:
         if not isinstance(data, dict) or "claims" not in data:
             problems.append({"path": str(raw), "problem": "neither a claims report nor benchmark JSON"})
             continue
-        if data.get("schema") != 1:
-            problems.append({"path": str(raw), "problem": f"schema {data.get('schema')!r}, read as schema 1"})
+        if data.get("schema") not in SCHEMAS:
+            problems.append({"path": str(raw), "problem": f"schema {data.get('schema')!r}, "
+                             f"read as schema {max(SCHEMAS)}"})
         folder = p.parent
         runs.append(Run(name=_run_name(folder), path=folder, data=data,
                         benchmarks=[dict(d, _file=str(bp)) for bp, d in _bench_files(folder)]))
@@ -167,7 +167,7 @@ def _bench_only_run(folder: Path, benches, name: str | None = None) -> Run:
     if isinstance(env["devices"], dict):
         env["devices"] = [dict(v, type=k.rsplit(":", 1)[-1]) for k, v in env["devices"].items()
                           if isinstance(v, dict)]
-    data = {"schema": 1, "environment": env, "summary": {}, "claims": []}
+    data = {"schema": max(SCHEMAS), "environment": env, "summary": {}, "claims": []}
     return Run(name=name or _run_name(folder), path=folder, data=data,
                benchmarks=[dict(d, _file=str(p)) for p, d in benches])
 
@@ -181,50 +181,29 @@ def _unique_names(runs: list[Run]) -> None:
 
 
 # --------------------------------------------------------------------------- comparing
-def _num(v):
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    return None
+def _outcome(m: dict) -> str | None:
+    """A figure's outcome in a report of either schema (1: ``within``; 2: ``outcome``)."""
+    if "outcome" in m:
+        return m["outcome"]
+    return {True: "within", False: "outside"}.get(m.get("within"))
 
 
-def _tol(d: dict | None) -> tolerances.Tol:
-    if not d:
-        return tolerances.TABLE["exact"]
-    names = set(tolerances.Tol.__dataclass_fields__)
-    return tolerances.Tol(**{k: v for k, v in d.items() if k in names})
+def _mark(m: dict) -> str:
+    o = _outcome(m)
+    return "" if o in ("within", None) else f" ({'out' if o == 'outside' else o})"
 
 
-def moved(a, b, stated, tol: dict | None) -> bool:
-    """Whether two measurements of the same stated figure differ by more than its tolerance.
-
-    The band is the one the tolerance allows around the stated figure: a value that moved
-    inside it is noise for the notes' purposes; one that moved further is news.
-    """
-    x, y = _num(a), _num(b)
-    if x is None or y is None:
-        return a != b
-    if math.isnan(x) or math.isnan(y):
-        return math.isnan(x) != math.isnan(y)
-    t = _tol(tol)
-    try:
-        s = abs(tolerances.as_float(stated))
-    except (TypeError, ValueError):
-        s = max(abs(x), abs(y))
-    if t.factor:
-        if x == 0 or y == 0:
-            return x != y
-        return max(abs(x), abs(y)) / min(abs(x), abs(y)) > t.factor
-    if t.at_most or t.at_least:
-        return False  # a bound: only crossing it counts, and "within" says that
-    band = t.atol + t.rtol * s
-    if t.printed:
-        try:
-            band += tolerances.printed_halfwidth(stated)
-        except (TypeError, ValueError):
-            pass
-    return abs(x - y) > 2 * band if band else x != y
+def figure_moved(have: dict[str, dict], stated) -> bool:
+    """Whether one figure, measured in several runs, moved: its decided outcome changed
+    (an undecided interval is no change), or its value moved beyond its tolerance."""
+    decided = {_outcome(m) for m in have.values()} - {None, "undecided"}
+    if len(decided) > 1:
+        return True
+    if stated is None:          # a bound alone: only crossing it is a move
+        return False
+    ref = next(iter(have.values()))
+    return any(tolerances.moved(ref["value"], m["value"], stated, m.get("tolerance"))
+               for m in have.values())
 
 
 def _figures(claim: dict) -> dict[str, dict]:
@@ -271,17 +250,15 @@ def differences(runs: list[Run]) -> list[dict]:
                 continue
             ms = list(have.values())
             stated = next((m["stated"] for m in ms if "stated" in m), None)
-            if stated is not None:
-                within = {n: m.get("within") for n, m in have.items()}
-                ref_n, ref = next(iter(have.items()))
-                far = [n for n, m in have.items()
-                       if moved(ref["value"], m["value"], stated, m.get("tolerance"))]
-                if len(set(within.values())) > 1 or far:
+            judged = any(_outcome(m) is not None for m in ms)
+            if stated is not None or judged:
+                if figure_moved(have, stated):
                     timing = " [a timing: it moves with the load too]" if TIMING.search(fname) else ""
-                    rows.append(dict(base, kind="figure moved", figure=fname, stated=stated,
+                    rows.append(dict(base, kind="figure moved", figure=fname,
+                                     stated=stated if stated is not None else ms[0].get("rule"),
                                      values={n: m["value"] for n, m in have.items()},
-                                     detail=f"{fname}{timing}: stated {stated}; " + ", ".join(
-                                         f"{n}: {fmt(m['value'])}{'' if m.get('within') else ' (out)'}"
+                                     detail=f"{fname}{timing}: {ms[0].get('rule') or f'stated {stated}'}; " + ", ".join(
+                                         f"{n}: {fmt(m['value'])}{_mark(m)}"
                                          for n, m in have.items())))
             else:
                 vals = [m["value"] for m in ms]
@@ -444,60 +421,63 @@ def _sections(runs: list[Run]) -> list[tuple[tuple[str, str], list[str]]]:
     return list(groups.items())
 
 
-_md = formatting.md_cell
+TITLE = "Lecture 11 claims across environments"
+NOTHING = ("Nothing: every executed claim has the same verdict and every stated figure the "
+           "same value within its tolerance.")
 
 
-def markdown(runs: list[Run], diffs: list[dict], gaps: list[dict], bench: list[dict],
-             figures: list[dict], problems: list[dict]) -> str:
+def _verdict_cell(v, claim: dict | None = None) -> page.Cell:
+    v = v or "absent"
+    return page.Cell(v + (_known(claim) if claim else ""), f"v {v}")
+
+
+def document(runs: list[Run], diffs: list[dict], gaps: list[dict], bench: list[dict],
+             figures: list[dict], problems: list[dict]) -> list:
+    """The matrix as page blocks (support/page.py renders them as Markdown and HTML)."""
     names = [r.name for r in runs]
-    out = ["# Lecture 11 claims across environments", ""]
-    out += [f"{len(runs)} runs. Columns are runs (the folder they came from); the fingerprint "
-            "table says what distinguishes them.", ""]
-    for p in problems:
-        out.append(f"* skipped input `{p['path']}`: {p['problem']}")
-    out += ["## Environments", "", "| | " + " | ".join(map(_md, names)) + " |",
-            "|---|" + "---|" * len(names)]
-    for k, vals in fingerprint_rows(runs):
-        k = f"**{k}**" if len(set(vals)) > 1 else k   # bold: what tells the columns apart
-        out.append(f"| {k} | " + " | ".join(_md(v) for v in vals) + " |")
-    out += ["", "## What differs between the environments", ""]
+    out: list = [page.Para(f"{len(runs)} runs. Columns are runs (the folder they came from); "
+                           "the fingerprint table says what distinguishes them.")]
+    if problems:
+        out.append(page.Bullets([f"skipped input {p['path']}: {p['problem']}" for p in problems]))
+    env = [page.Row([k, *vals], strong=len(set(vals)) > 1) for k, vals in fingerprint_rows(runs)]
+    out += [page.Heading(2, "Environments", "environments"), page.Table(["", *names], env, "env"),
+            page.Heading(2, "What differs between the environments", "differences")]
     if not diffs:
-        out.append("Nothing: every executed claim has the same verdict and every stated figure "
-                   "the same value within its tolerance.")
+        out.append(page.Para(NOTHING))
     else:
-        out += ["| id | what | detail | " + " | ".join(map(_md, names)) + " |",
-                "|---|---|---|" + "---|" * len(names)]
-        for d in diffs:
-            out.append(f"| {d['id']} | {d['kind']} | {_md(d['detail'])} | " +
-                       " | ".join(_md(d["verdicts"].get(n) or "absent") for n in names) + " |")
+        out.append(page.Table(["id", "what", "detail", *names], [
+            [d["id"], d["kind"], page.Cell(d["detail"], note=d["paraphrase"]),
+             *(_verdict_cell(d["verdicts"].get(n)) for n in names)] for d in diffs], "diff"))
     if gaps:
-        out += ["", f"{len(gaps)} claims executed in some runs only (tier, device or data not "
-                "selected elsewhere): " + ", ".join(g["id"] for g in gaps[:60]) +
-                (" ..." if len(gaps) > 60 else "")]
+        out.append(page.Para(f"{len(gaps)} claims executed in some runs only (tier, device or "
+                             "data not selected elsewhere): " + ", ".join(g["id"] for g in gaps),
+                             "m"))
     if figures:
-        out += ["", "## Figures redrawn from the measurements", ""]
-        for f in figures:
-            out.append(f"* `{f['file']}`: {f['title']}" + (f" ({f['note']})" if f.get("note") else ""))
+        out += [page.Heading(2, "Figures redrawn from the measurements", "figures"),
+                page.Figures(figures)]
     if bench:
-        out += ["", "## Benchmarks", "",
-                "| " + " | ".join(BENCH_HEAD) + " |", "|" + "---|" * len(BENCH_HEAD)]
-        for g in bench:
-            out.append("| " + " | ".join(_md(x) for x in _bench_cells(g)) + " |")
-    out += ["", "## All claims", ""]
+        out += [page.Heading(2, "Benchmarks", "benchmarks"),
+                page.Para("Median per run, workload and device; speed-up = the CPU median of "
+                          "the same workload in the same run / this median; time vs first run "
+                          "= this median / the first run's on the same device.", "m"),
+                page.Table(list(BENCH_HEAD), [_bench_cells(g) for g in bench], "bench")]
+    out += [page.Heading(2, "All claims", "claims"),
+            page.Filter("filter rows (id, words, verdict)")]
     for (doc, sec), ids in _sections(runs):
-        out += [f"### {doc}: {sec}", "",
-                "| id | claim | stated | " + " | ".join(map(_md, names)) + " |",
-                "|---|---|---|" + "---|" * len(names)]
+        rows = []
         for cid in ids:
             c = next(r.claims[cid] for r in runs if cid in r.claims)
             cells = []
             for r in runs:
                 x = r.claims.get(cid)
-                cells.append("" if x is None else f"{x['verdict']}{_known(x)} {cell_value(x)}".strip())
-            out.append(f"| {cid} | {_md(c.get('paraphrase', ''))} | {_md(c.get('stated') or '')} | " +
-                       " | ".join(_md(x) for x in cells) + " |")
-        out.append("")
-    return "\n".join(out) + "\n"
+                cells.append(page.Cell("absent", "absent") if x is None else page.Cell(
+                    x["verdict"] + _known(x), f"v {x['verdict']}", cell_value(x),
+                    x.get("reason", "")))
+            rows.append(page.Row([cid, c.get("paraphrase", ""), c.get("stated") or "", *cells],
+                                 "claim"))
+        out += [page.Heading(3, f"{doc}: {sec}"),
+                page.Table(["id", "claim", "stated", *names], rows, "claims")]
+    return out
 
 
 def _time(t: float) -> str:
@@ -508,137 +488,10 @@ def _time(t: float) -> str:
     return f"{t * 1e6:.3g} µs"
 
 
-# --------------------------------------------------------------------------- HTML
-CSS = """
-body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ccc}
-h3{font-size:1.05em;margin:1.2em 0 .3em}
-table{border-collapse:collapse;margin:.4em 0 1em}td,th{border:1px solid #ddd;padding:3px 6px;
-vertical-align:top}th{background:#f4f4f4;position:sticky;top:0}
-td.v{white-space:nowrap}.holds{background:#e3f6e3}.drift{background:#fff4d6}
-.fails{background:#fde2e2}.error{background:#f8c8c8}.not-applicable{background:#e8eefc}
-.skipped,.not-run,.pending,.not-testable{color:#888}.absent{color:#bbb}
-.m{color:#555;font-size:.9em}.diff td{background:#fffbe8}
-figure{display:inline-block;margin:.5em;vertical-align:top;max-width:48%}
-figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:.9em;color:#444}
-#filter{margin:.5em 0;padding:3px;width:20em}.hidden{display:none}
-#render-check{color:#888;font-size:.8em}
-tr.differs td{background:#fff4d6;font-weight:600}
-"""
-
-# Filters the table, and leaves a render check in the DOM for the browser test.
-JS = """
-(function(){
-  var errors=[];
-  window.addEventListener('error',function(e){errors.push(String(e.message));});
-  function check(){
-    var imgs=document.querySelectorAll('img.figure');var ok=0;
-    for(var i=0;i<imgs.length;i++){if(imgs[i].complete&&imgs[i].naturalWidth>0){ok++;}}
-    var t=document.querySelectorAll('table').length;
-    var rows=document.querySelectorAll('tr.claim').length;
-    var el=document.getElementById('render-check');
-    var s='render-check figures='+imgs.length+' loaded='+ok+' tables='+t+' claim-rows='+rows+
-          ' errors='+errors.length;
-    el.textContent=s;el.setAttribute('data-figures',imgs.length);el.setAttribute('data-loaded',ok);
-    el.setAttribute('data-tables',t);el.setAttribute('data-rows',rows);
-    el.setAttribute('data-errors',errors.join(' | '));
-  }
-  window.addEventListener('load',check);
-  document.addEventListener('DOMContentLoaded',function(){
-    var f=document.getElementById('filter');
-    if(f){f.addEventListener('input',function(){
-      var q=f.value.toLowerCase();var rows=document.querySelectorAll('tr.claim');
-      for(var i=0;i<rows.length;i++){
-        rows[i].classList.toggle('hidden',q!==''&&rows[i].textContent.toLowerCase().indexOf(q)<0);}
-    });}
-  });
-})();
-"""
-
-
-def _e(x) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def html_page(runs: list[Run], diffs: list[dict], gaps: list[dict], bench: list[dict],
-              figures: list[dict], problems: list[dict]) -> str:
-    names = [r.name for r in runs]
-    head = "".join(f"<th>{_e(n)}</th>" for n in names)
-    p = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
-         "<title>Lecture 11 claims across environments</title>",
-         f"<style>{CSS}</style><script>{JS}</script></head><body>",
-         "<h1>Lecture 11 claims across environments</h1>",
-         f"<p>{len(runs)} runs; columns are runs, described by their fingerprint below. "
-         "<span id='render-check'>render-check pending</span></p>"]
-    for pr in problems:
-        p.append(f"<p class='m'>skipped input <code>{_e(pr['path'])}</code>: {_e(pr['problem'])}</p>")
-    p.append("<h2 id='environments'>Environments</h2><table class='env'><tr><th></th>" + head + "</tr>")
-    for k, vals in fingerprint_rows(runs):
-        cls = " class='differs'" if len(set(vals)) > 1 else ""
-        p.append(f"<tr{cls}><th>{_e(k)}</th>" + "".join(f"<td>{_e(v)}</td>" for v in vals) + "</tr>")
-    p.append("</table>")
-    p.append("<h2 id='differences'>What differs between the environments</h2>")
-    if not diffs:
-        p.append("<p>Nothing: every executed claim has the same verdict and every stated figure "
-                 "the same value within its tolerance.</p>")
-    else:
-        p.append("<table class='diff'><tr><th>id</th><th>what</th><th>detail</th>" + head + "</tr>")
-        for d in diffs:
-            cells = "".join(_verdict_td(d["verdicts"].get(n)) for n in names)
-            p.append(f"<tr><td>{_e(d['id'])}</td><td>{_e(d['kind'])}</td>"
-                     f"<td>{_e(d['detail'])}<div class='m'>{_e(d['paraphrase'])}</div></td>{cells}</tr>")
-        p.append("</table>")
-    if gaps:
-        p.append(f"<p class='m'>{len(gaps)} claims executed in some runs only (tier, device or "
-                 "data not selected elsewhere): " + _e(", ".join(g["id"] for g in gaps)) + "</p>")
-    if figures:
-        p.append("<h2 id='figures'>Figures redrawn from the measurements</h2>")
-        for f in figures:
-            uri = "data:image/png;base64," + base64.b64encode(f["png"]).decode()
-            note = f" <em>{_e(f['note'])}</em>" if f.get("note") else ""
-            p.append(f"<figure><img class='figure' alt='{_e(f['title'])}' src='{uri}'>"
-                     f"<figcaption>{_e(f['title'])}{note}</figcaption></figure>")
-    if bench:
-        p.append("<h2 id='benchmarks'>Benchmarks</h2><p class='m'>Median per run, workload and "
-                 "device; speed-up = the CPU median of the same workload in the same run / this "
-                 "median; time vs first run = this median / the first run's on the same device.</p>")
-        p.append("<table class='bench'><tr>" + "".join(f"<th>{_e(h)}</th>" for h in BENCH_HEAD) + "</tr>")
-        for g in bench:
-            p.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in _bench_cells(g)) + "</tr>")
-        p.append("</table>")
-    p.append("<h2 id='claims'>All claims</h2><input id='filter' placeholder='filter rows (id, "
-             "words, verdict)'>")
-    for (doc, sec), ids in _sections(runs):
-        p.append(f"<h3>{_e(doc)}: {_e(sec)}</h3><table class='claims'><tr><th>id</th><th>claim</th>"
-                 f"<th>stated</th>{head}</tr>")
-        for cid in ids:
-            c = next(r.claims[cid] for r in runs if cid in r.claims)
-            cells = []
-            for r in runs:
-                x = r.claims.get(cid)
-                if x is None:
-                    cells.append("<td class='absent'>absent</td>")
-                    continue
-                tip = _e(x.get("reason", ""))
-                cells.append(f"<td class='v {_e(x['verdict'])}' title='{tip}'>{_e(x['verdict'] + _known(x))}"
-                             f"<div class='m'>{_e(cell_value(x))}</div></td>")
-            p.append(f"<tr class='claim'><td>{_e(cid)}</td><td>{_e(c.get('paraphrase', ''))}</td>"
-                     f"<td>{_e(c.get('stated') or '')}</td>{''.join(cells)}</tr>")
-        p.append("</table>")
-    p.append("</body></html>")
-    return "\n".join(p)
-
-
 def _known(claim: dict) -> str:
     """' (known)' when the verdict is the one claims/expectations.toml lists for that run."""
     exp = claim.get("expected") or {}
     return " (known)" if exp.get("verdict") and exp["verdict"] == claim.get("verdict") else ""
-
-
-def _verdict_td(v) -> str:
-    v = v or "absent"
-    return f"<td class='v {_e(v)}'>{_e(v)}</td>"
 
 
 # --------------------------------------------------------------------------- entry
@@ -661,10 +514,11 @@ def build(inputs: list[Path] | None, out: Path, figures: bool = True) -> dict:
                              "(pip install -e '.[figures]')"})
         else:
             figs = figmod.draw_all([(r.name, r.data, r.benchmarks) for r in runs], out / "figures")
+    blocks = document(runs, diffs, gaps, bench, figs, problems)
     md = out / "matrix.md"
-    md.write_text(markdown(runs, diffs, gaps, bench, figs, problems))
-    page = out / "matrix.html"
-    page.write_text(html_page(runs, diffs, gaps, bench, figs, problems))
+    md.write_text(page.markdown(TITLE, blocks))
+    html_path = out / "matrix.html"
+    html_path.write_text(page.html_page(TITLE, blocks))
     (out / "matrix.json").write_text(json.dumps({
         "runs": [{"name": r.name, "path": str(r.path), "label": r.label,
                   "environment": r.env, "summary": r.data.get("summary", {})} for r in runs],
@@ -672,7 +526,7 @@ def build(inputs: list[Path] | None, out: Path, figures: bool = True) -> dict:
         "figures": [{k: v for k, v in f.items() if k != "png"} for f in figs],
         "problems": problems}, indent=1, default=repr))
     return {"runs": runs, "differences": diffs, "benchmarks": bench, "figures": figs,
-            "paths": [md, page, out / "matrix.json"], "problems": problems}
+            "paths": [md, html_path, out / "matrix.json"], "problems": problems}
 
 
 def arguments(command: str, parser) -> None:

@@ -163,6 +163,38 @@ def within(measured: float, stated: "str | float | int", tol: Tol) -> bool:
     return lo <= m <= hi
 
 
+def from_dict(d: dict | None) -> Tol:
+    """A tolerance as recorded in a report (``Tol.as_dict``) back as a :class:`Tol`."""
+    if not d:
+        return TABLE["exact"]
+    return Tol(**{k: v for k, v in d.items() if k in Tol.__dataclass_fields__})
+
+
+def moved(a, b, stated, tol: "Tol | dict | None") -> bool:
+    """Whether two measurements of one stated figure differ by more than its tolerance
+    allows around the stated value (a move inside it is noise for the notes' purposes).
+    Non-numbers compare for equality; a one-sided tolerance (a bound) never moves by value,
+    only by crossing, which the figures' outcomes say."""
+    num = lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    x, y = num(a), num(b)
+    if x is None or y is None:
+        return a != b
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) != math.isnan(y)
+    t = tol if isinstance(tol, Tol) else from_dict(tol)
+    if t.at_most or t.at_least:
+        return False
+    if t.factor:
+        if x == 0 or y == 0:
+            return x != y
+        return max(abs(x), abs(y)) / min(abs(x), abs(y)) > t.factor
+    try:
+        lo, hi = band(stated, t)
+    except (TypeError, ValueError):
+        return x != y
+    return abs(x - y) > (hi - lo) if hi > lo else x != y
+
+
 # --------------------------------------------------------------------------- bounds
 _BOUND = re.compile(r"^\s*(<=|>=|<|>)\s*([-+0-9.eE_,]+)\s*$")
 
