@@ -34,7 +34,6 @@ UCI_ZIP_URL = "https://archive.ics.uci.edu/static/public/165/concrete+compressiv
 ZIP_MEMBER = "Concrete_Data.xls"
 COLUMNS = ("cement", "slag", "fly_ash", "water", "superplasticizer", "coarse_agg",
            "fine_agg", "age_days", "strength_mpa")
-MIX_COLUMNS = COLUMNS[:7]
 N_ROWS = 1030
 # sha256 of the 1,030 x 9 values as little-endian float64, row-major, file order
 FINGERPRINT = "8b9a7af0366e0f437ad04cfba6bb729ec0c3ea76fa780ff3d3f4d057356b6af6"

@@ -26,13 +26,35 @@ from __future__ import annotations
 import functools
 import platform
 import sys
+from dataclasses import dataclass
 from importlib import metadata
 
 import pytest
 
-KNOWN = ("cpu", "cuda", "mps", "jax:cpu", "jax:gpu", "jax:tpu")
-# --only-device groups: a JAX device counts as the torch device of the same hardware
-GROUP = {"jax:cpu": "cpu", "jax:gpu": "cuda"}
+@dataclass(frozen=True)
+class Device:
+    """One row of the device table: everything the suite knows about a device."""
+
+    name: str          # the suite's name: a test's needs_device mark, --only-device, requires
+    framework: str     # whose device it is: torch or jax
+    hardware: str      # what it runs on: --only-device groups a JAX device with torch's
+    accelerator: bool  # counts for a claim that requires "gpu"
+
+
+# The one device table. Adding a device: a row here, and its branch in available(),
+# absent_reason(), fingerprint() and sync() below.
+DEVICES = {d.name: d for d in (
+    Device("cpu", "torch", "cpu", False),
+    Device("cuda", "torch", "cuda", True),
+    Device("mps", "torch", "mps", True),
+    Device("jax:cpu", "jax", "cpu", False),
+    Device("jax:gpu", "jax", "cuda", True),
+    Device("jax:tpu", "jax", "tpu", True),
+)}
+KNOWN = tuple(DEVICES)
+# what a registry entry may require to have run (``requires``): a device, or "gpu" for any
+# accelerator
+REQUIREMENTS = KNOWN + ("gpu",)
 MARK = "needs_device"
 # the set of devices the run requires (--require-device); filled by devices_plugin
 REQUIRED: set[str] = set()
@@ -108,11 +130,6 @@ def absent_reason(device: str) -> str:
     return ""
 
 
-def torch_device(device: str) -> str:
-    """The torch name of a suite device name."""
-    return device
-
-
 # --------------------------------------------------------------------------- fingerprints
 def _nvidia_driver() -> str | None:
     try:
@@ -158,15 +175,6 @@ def fingerprint(device: str) -> dict:
     return fp
 
 
-def jax_device_label() -> str:
-    """``jax:cpu`` or ``jax:gpu``: where JAX puts arrays by default (what a jit claim ran on)."""
-    try:
-        import jax
-        return f"jax:{jax.default_backend()}"
-    except Exception:
-        return "jax:none"
-
-
 # --------------------------------------------------------------------------- parametrisation
 def needs(*devs: str):
     """Mark a test as needing every device in ``devs`` (skipped with the reason if absent)."""
@@ -202,29 +210,29 @@ def selected(item_devices: list[str]) -> bool:
     A test needing cpu and cuda (a CPU-vs-GPU comparison) is kept when cuda is selected."""
     if not ONLY:
         return True
-    groups = {GROUP.get(d, d) for d in item_devices}
+    groups = {DEVICES[d].hardware for d in item_devices}
     accel = [g for g in groups if g != "cpu"] or ["cpu"]
     return any(g in ONLY for g in accel)
-
-
-def synchronize(device: str) -> None:
-    kind = device.split(":")[0]
-    if kind == "cuda":
-        import torch
-        torch.cuda.synchronize()
-    elif kind == "mps":
-        import torch
-        torch.mps.synchronize()
-
-
-def jax_default_is(platform_name: str) -> bool:
-    try:
-        import jax
-        return jax.default_backend() == platform_name
-    except Exception:
-        return False
 
 
 def versions() -> dict:
     return {p: _version(p) for p in ("torch", "jax", "jaxlib", "numpy", "pytest-benchmark")
             if _version(p)} | {"python": sys.version.split()[0]}
+
+
+def satisfies(device: str, requirement: str) -> bool:
+    """Whether a variant that ran on ``device`` meets a registry ``requires`` entry."""
+    if requirement == "gpu":
+        return DEVICES[device].accelerator
+    return device == requirement
+
+
+def sync(device: str):
+    """The synchronisation of a device's queued work, for the timing method (a JAX device's
+    arrays are waited on; torch's CUDA and MPS queues are drained; the CPU needs nothing)."""
+    from . import timing
+    d = DEVICES[str(device).split(":")[0] if not str(device).startswith("jax:") else device]
+    if d.framework == "jax":
+        return timing.jax_sync
+    return {"cpu": timing.no_sync, "cuda": timing.torch_cuda_sync,
+            "mps": timing.torch_mps_sync}[d.hardware]

@@ -21,6 +21,8 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from .devices import REQUIREMENTS
+
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY_DIR = ROOT / "claims" / "registry"
 EXPECTATIONS = ROOT / "claims" / "expectations.toml"
@@ -37,7 +39,6 @@ KINDS = {
     "h": "not testable / pedagogical",
 }
 TIERS = ("fast", "slow", "gpu", "bench")
-DEVICES = ("cpu", "cuda", "mps", "gpu")
 STATUSES = ("testable", "pending", "not-testable")
 DOCUMENTS = ("lecture", "sheet")
 # the packages whose versions a claim or an expectation may be keyed on
@@ -47,10 +48,7 @@ FIELDS = {"id", "document", "section", "source", "paraphrase", "stated", "kind",
           "tolerance", "rule", "version_note", "status", "reason", "applies", "meaning",
           "links", "figures", "requires", "fingerprint"}
 FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why"}
-# what a claim may require to have run (``requires``): a device of support.devices, or
-# "gpu" for any accelerator (cuda, mps, jax:gpu, jax:tpu)
-REQUIREMENTS = ("cpu", "cuda", "mps", "jax:cpu", "jax:gpu", "jax:tpu", "gpu")
-APPLIES_FIELDS = {"frameworks", "versions", "devices"}
+APPLIES_FIELDS = {"versions"}
 
 
 class RegistryError(ValueError):
@@ -78,10 +76,6 @@ class Claim:
     figures: dict = field(default_factory=dict)     # name -> [Figure, one per variant]
     requires: list = field(default_factory=list)
     fingerprint: str = ""      # of its sentence in the notes (support/notes.py)
-
-    @property
-    def testable(self) -> bool:
-        return self.status != "not-testable"
 
     def figure(self, name: str, variant: str = "") -> "Figure":
         """The figure ``name`` that applies to ``variant`` (a figure may be stated per
@@ -267,16 +261,13 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
             applies = entry.get("applies", {})
             if set(applies) - APPLIES_FIELDS:
                 errors.append(f"{where}: unknown applies field(s) {sorted(set(applies) - APPLIES_FIELDS)}")
-            for dev in applies.get("devices", []):
-                if dev not in DEVICES:
-                    errors.append(f"{where}: unknown device {dev!r} (known: {', '.join(DEVICES)})")
             _check_versions(where, applies.get("versions", {}), errors)
             if not re.fullmatch(r"[0-9a-f]{24}", str(entry.get("fingerprint", "0" * 24))):
                 errors.append(f"{where}: fingerprint must be 24 hex digits (python -m support pin)")
             for req in entry.get("requires", []):
                 if req not in REQUIREMENTS:
                     errors.append(f"{where}: unknown requirement {req!r} (known: "
-                                  f"{', '.join(REQUIREMENTS)})")
+                                  f"{', '.join(REQUIREMENTS)}; support/devices.py)")
             entry = dict(entry, figures=_figures(where, str(cid), entry.get("figures", []), errors))
             try:
                 claims[cid] = Claim(**{k: v for k, v in entry.items() if k in FIELDS})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import environment, verdicts
+from . import devices, environment, verdicts
 from .formatting import fmt as _fmt, md_cell as _md_cell
 
 SCHEMA = 2
@@ -30,10 +30,7 @@ def _claim_measured(variants: list[dict]):
 
 
 def _ran_on(rec: dict, requirement: str) -> bool:
-    devs = rec.get("devices") or []
-    if requirement == "gpu":
-        return any(d not in ("cpu", "jax:cpu") for d in devs)
-    return requirement in devs
+    return any(devices.satisfies(d, requirement) for d in rec.get("devices") or [])
 
 
 def missing_requirements(claim, recs: list[dict]) -> list[str]:

@@ -9,7 +9,7 @@ of the machine can only slow a trial down. This module fixes the rest of the met
   settle.
 * **Synchronisation inside the timed region.** A trial stops the clock only after the work
   is done: ``jax.block_until_ready`` on a JAX result, ``torch.cuda.synchronize()`` for CUDA,
-  ``torch.mps.synchronize()`` for MPS (see :func:`sync_for`). Without it a GPU trial measures
+  ``torch.mps.synchronize()`` for MPS (:func:`support.devices.sync` picks the one of a device). Without it a GPU trial measures
   how fast work was queued (DEV-05).
 * **The sides interleaved.** Trials go round-robin over the sides (A B A B ..., the order
   reversed every other round) so that a burst of load from other processes hits every side
@@ -83,13 +83,6 @@ def torch_cuda_sync(result=None) -> None:
 def torch_mps_sync(result=None) -> None:
     import torch
     torch.mps.synchronize()
-
-
-def sync_for(device: str) -> Callable:
-    """The synchronisation of a torch device name (``cpu``, ``cuda[:i]``, ``mps``) or ``jax``."""
-    kind = str(device).split(":")[0]
-    return {"cpu": no_sync, "cuda": torch_cuda_sync, "mps": torch_mps_sync,
-            "jax": jax_sync}[kind]
 
 
 def time_call(fn: Callable, sync: Callable = no_sync) -> float:

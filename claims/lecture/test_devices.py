@@ -63,7 +63,7 @@ def sweep_epoch(width: int, d_in: int, device: str, depth: int = 3):
 def _cpu_vs(device: str, make, repeats: int, max_seconds: float | None = None,
             min_repeats: int = 3):
     return timing.compare({"cpu": make("cpu"), device: make(device)}, repeats=repeats,
-                          sync={"cpu": timing.no_sync, device: timing.sync_for(device)},
+                          sync={"cpu": timing.no_sync, device: devices.sync(device)},
                           max_seconds=max_seconds, min_repeats=min_repeats)
 
 
@@ -345,7 +345,7 @@ def test_a_large_model_trains_ten_times_faster_on_a_datacenter_card(claim):
 def test_bench_real_model_epoch(benchmark, claim, concrete, device):
     benchmark.group = "real model: train(epochs=10), 8-64-64-1 on 824 rows"
     cmp = timing.bench(benchmark, {device: real_model_trial(concrete, device)}, device,
-                       repeats=5, sync=timing.sync_for(device),
+                       repeats=5, sync=devices.sync(device),
                        extra_info={"claim": "DEV-08", "device": device, "epochs_per_trial": 10,
                                    "fingerprint": devices.fingerprint(device)})
     claim.record("ms per epoch", 1e3 * cmp[device].min / 10, unit="ms",
@@ -361,7 +361,7 @@ def test_bench_width_sweep(benchmark, claim, device, width, d_in):
     benchmark.group = f"width sweep: 3-layer MLP epoch, 8192 rows, batch 1024, width {width}"
     reps = 7 if width <= 1024 or device != "cpu" else 3
     cmp = timing.bench(benchmark, {device: sweep_epoch(width, d_in, device)}, device,
-                       repeats=reps, sync=timing.sync_for(device),
+                       repeats=reps, sync=devices.sync(device),
                        extra_info={"claim": "DEV-07", "device": device, "width": width,
                                    "d_in": d_in, "fingerprint": devices.fingerprint(device)})
     claim.record("ms per epoch", 1e3 * cmp[device].min, unit="ms")

@@ -76,7 +76,8 @@ def test_expectations_name_registry_claims_and_give_reasons(registry):
     ("kind", '"z"', "unknown kind"),
     ("tier", '"nightly"', "unknown tier"),
     ("id", '"tape-7"', "malformed id"),
-    ("applies", '{ devices = ["tpu"] }', "unknown device"),
+    ("applies", '{ devices = ["cuda"] }', "unknown applies field"),
+    ("requires", '["tpu"]', "unknown requirement"),
     ("applies", '{ versions = { torch = "~~2" } }', "bad version specifier"),
     ("colour", '"red"', "unknown field"),
 ])
