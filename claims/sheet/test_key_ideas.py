@@ -133,8 +133,12 @@ def test_torch_jit_trace_is_deprecated_for_compile_and_export(claim):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.jit.trace(lambda x: x * 2, torch.ones(2))
-    dep = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    # torch <= 2.13 warns with DeprecationWarning, 2.14 and later with FutureWarning (the
+    # category Python shows users by default): both say the API is deprecated
+    found = [w for w in caught if issubclass(w.category, (DeprecationWarning, FutureWarning))]
+    dep = [str(w.message) for w in found]
     claim.record("deprecation_warning", dep[0] if dep else "")
+    claim.record("warning_category", found[0].category.__name__ if found else "")
     assert dep and "torch.compile" in dep[0] and "torch.export" in dep[0]
 
 
