@@ -100,6 +100,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "claim(id, ...): the catalogue ID(s) this test verifies")
+    # tests that share the cached concrete experiments group on one xdist worker; the mark
+    # must also be known when the run has no xdist (-p no:xdist, --strict-markers)
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with its group")
     for tier in reg.TIERS:
         config.addinivalue_line("markers", f"{tier}: tier {tier} (set from the registry)")
     missing = [p for p in config.getoption("--notes") if not Path(p).is_file()]

@@ -504,3 +504,16 @@ def test_the_run_lists_claims_whose_sentence_changed_in_the_notes(suite, pyteste
     result.stdout.fnmatch_lines(["*sentence(s) changed or missing*", "*XX-01*"])
     result, _, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "--notes=/no/such/notes.txt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_the_whole_suite_collects_without_xdist():
+    """-p no:xdist runs the suite in one process (the bench tier needs that): every module
+    collects, and no xdist-only hook or mark breaks it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "--collect-only",
+                          "-q", "--tier", "fast,slow,gpu,bench", "-p", "no:randomly"],
+                         cwd=root, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
