@@ -21,10 +21,10 @@ import platform
 import sys
 import tempfile
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 
 from .data import cache_dir
+from .environment import version
 
 HERE = Path(__file__).resolve().parent
 PACKAGES = ("torch", "numpy", "scikit-learn", "jax", "jaxlib", "optax", "threadpoolctl")
@@ -33,11 +33,7 @@ PACKAGES = ("torch", "numpy", "scikit-learn", "jax", "jaxlib", "optax", "threadp
 def environment() -> dict:
     """What besides the inputs decides the numbers: versions, build, machine."""
     env = {"python": sys.version, "machine": platform.machine(), "system": platform.system()}
-    for pkg in PACKAGES:
-        try:
-            env[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            env[pkg] = None
+    env.update({pkg: version(pkg) for pkg in PACKAGES})
     try:
         import torch
         env["torch_config"] = hashlib.sha256(torch.__config__.show().encode()).hexdigest()

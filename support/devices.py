@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import functools
 import platform
-import sys
 from dataclasses import dataclass
-from importlib import metadata
 
 import pytest
+
+from .environment import version
 
 @dataclass(frozen=True)
 class Device:
@@ -60,13 +60,6 @@ MARK = "needs_device"
 REQUIRED: set[str] = set()
 # the devices a run is restricted to (--only-device); empty: all present
 ONLY: set[str] = set()
-
-
-def _version(pkg: str) -> str | None:
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,7 +119,7 @@ def absent_reason(device: str) -> str:
     if kind.startswith("jax:"):
         have = _jax_accelerators()
         return (f"{kind} absent: jax.devices() holds {', '.join(have) or 'only CPU'} "
-                f"(jax {_version('jax')}, jaxlib {_version('jaxlib')})")
+                f"(jax {version('jax')}, jaxlib {version('jaxlib')})")
     return ""
 
 
@@ -146,8 +139,8 @@ def fingerprint(device: str) -> dict:
     """Name, driver, CUDA and framework versions of one device."""
     from .environment import cpu_name, threads
     fp: dict = {"device": device, "python": platform.python_version(),
-                "torch": _version("torch"), "jax": _version("jax"),
-                "jaxlib": _version("jaxlib")}
+                "torch": version("torch"), "jax": version("jax"),
+                "jaxlib": version("jaxlib")}
     if device == "cpu":
         fp.update(name=cpu_name(), machine=platform.machine(), threads=threads())
     elif device.startswith("cuda") and available("cuda"):
@@ -167,7 +160,7 @@ def fingerprint(device: str) -> dict:
         fp.update(name=ds[0].device_kind, count=len(ds),
                   jax_backend=jax.default_backend(), driver=_nvidia_driver())
         try:
-            fp["jax_cuda_plugin"] = _version("jax-cuda12-plugin") or _version("jax-cuda13-plugin")
+            fp["jax_cuda_plugin"] = version("jax-cuda12-plugin") or version("jax-cuda13-plugin")
         except Exception:
             pass
     else:
@@ -213,11 +206,6 @@ def selected(item_devices: list[str]) -> bool:
     groups = {DEVICES[d].hardware for d in item_devices}
     accel = [g for g in groups if g != "cpu"] or ["cpu"]
     return any(g in ONLY for g in accel)
-
-
-def versions() -> dict:
-    return {p: _version(p) for p in ("torch", "jax", "jaxlib", "numpy", "pytest-benchmark")
-            if _version(p)} | {"python": sys.version.split()[0]}
 
 
 def satisfies(device: str, requirement: str) -> bool:

@@ -163,6 +163,7 @@ class _BenchmarkHooks:
     """Registered only when pytest-benchmark is installed (its hook specs exist then)."""
 
     def pytest_benchmark_update_machine_info(self, config, machine_info):
-        machine_info["devices"] = {d: devices.fingerprint(d) for d in devices.present()}
-        machine_info["frameworks"] = devices.versions()
+        # the run's environment as claims.json describes it: one model for both files
+        from .environment import fingerprint
+        machine_info["environment"] = fingerprint()
         machine_info["only_device"] = sorted(devices.ONLY) or "all"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -15,11 +14,19 @@ PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "scipy",
             "onnxruntime", "matplotlib")
 
 
-def _version(pkg: str) -> str | None:
+def version(pkg: str) -> str | None:
+    """The installed version of a distribution ("python" for the interpreter), or None: the
+    one lookup every module uses (registry keys, fingerprints, benchmark files)."""
+    if pkg == "python":
+        return platform.python_version()
     try:
         return metadata.version(pkg)
     except metadata.PackageNotFoundError:
         return None
+
+
+def versions(packages=PACKAGES) -> dict[str, str]:
+    return {p: v for p in packages if (v := version(p))}
 
 
 def cpu_name() -> str:
@@ -46,27 +53,11 @@ def git_commit() -> str | None:
 
 
 def devices() -> list[dict]:
-    """Devices seen by the frameworks (imported only if already installed)."""
-    seen = [{"framework": "any", "type": "cpu", "name": cpu_name()}]
-    if "torch" in sys.modules or _version("torch"):
-        import torch
-        if torch.cuda.is_available():
-            for i in range(torch.cuda.device_count()):
-                seen.append({"framework": "torch", "type": "cuda", "index": i,
-                             "name": torch.cuda.get_device_name(i),
-                             "cuda": torch.version.cuda})
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            seen.append({"framework": "torch", "type": "mps", "name": "Apple MPS"})
-    if "jax" in sys.modules or _version("jax"):
-        try:
-            import jax
-            for d in jax.devices():
-                if d.platform != "cpu":
-                    seen.append({"framework": "jax", "type": d.platform, "name": str(d.device_kind)})
-        except Exception as exc:  # a broken accelerator plugin must not hide the report
-            seen.append({"framework": "jax", "type": "error", "name": repr(exc)})
-    return seen
+    """Every device present, described by the device table's fingerprint (support/devices.py):
+    the same description benchmark files carry."""
+    from . import devices as table
+    return [dict(table.fingerprint(d), framework=table.DEVICES[d].framework,
+                 type=table.DEVICES[d].hardware) for d in table.present()]
 
 
 def precision_switches() -> dict:
@@ -167,7 +158,7 @@ def fingerprint() -> dict:
         "cpu_dispatch": numpy_cpu(),
         "blas": blas(),
         "threads": threads(),
-        "versions": {p: _version(p) for p in PACKAGES if _version(p)},
+        "versions": versions(),
         "devices": devices(),
         "precision": precision_switches(),
         "suite_commit": git_commit(),
@@ -178,7 +169,7 @@ def fingerprint() -> dict:
 def label(env: dict) -> str:
     """A short name for an environment: torch/jax versions and the accelerator."""
     v = env.get("versions", {})
-    acc = [d["type"] for d in env.get("devices", []) if d.get("type") not in ("cpu", "error")]
+    acc = [d.get("type") for d in env.get("devices", []) if d.get("type") not in ("cpu", "error", None)]
     parts = [f"torch{v.get('torch', '-')}", f"jax{v.get('jax', '-')}"]
     parts.append("+".join(sorted(set(acc))) or "cpu")
     return "-".join(parts).replace("+cpu", "")

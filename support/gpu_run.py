@@ -86,15 +86,10 @@ def _find_data(given: str | None) -> str | None:
 
 
 def label(device_name: str) -> str:
-    from importlib import metadata
-
-    def v(p):
-        try:
-            return metadata.version(p)
-        except metadata.PackageNotFoundError:
-            return "none"
+    from .environment import version
     return "_".join(["bench", _slug(platform.node() or "host"), _slug(device_name),
-                     f"torch{_slug(v('torch'))}", f"jax{_slug(v('jax'))}"])
+                     f"torch{_slug(version('torch') or 'none')}",
+                     f"jax{_slug(version('jax') or 'none')}"])
 
 
 def _step(name: str, cmd: list[str], timeout: float, log: Path, env=None) -> dict:

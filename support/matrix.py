@@ -158,15 +158,11 @@ def load(inputs: list[Path]) -> tuple[list[Run], list[dict]]:
 
 
 def _bench_only_run(folder: Path, benches, name: str | None = None) -> Run:
-    first = benches[0][1]
-    fw = first.get("machine_info", {}).get("frameworks", {})
-    env = {"versions": {k: v for k, v in fw.items() if v},
-           "python": first.get("machine_info", {}).get("python_version"),
-           "cpu": (first.get("machine_info", {}).get("cpu") or {}).get("brand_raw"),
-           "devices": first.get("machine_info", {}).get("devices") or []}
-    if isinstance(env["devices"], dict):
-        env["devices"] = [dict(v, type=k.rsplit(":", 1)[-1]) for k, v in env["devices"].items()
-                          if isinstance(v, dict)]
+    info = benches[0][1].get("machine_info", {})
+    # the suite's benchmarks carry claims.json's environment; a file made otherwise has
+    # only pytest-benchmark's own machine description
+    env = info.get("environment") or {"python": info.get("python_version"),
+                                       "cpu": (info.get("cpu") or {}).get("brand_raw")}
     data = {"schema": max(SCHEMAS), "environment": env, "summary": {}, "claims": []}
     return Run(name=name or _run_name(folder), path=folder, data=data,
                benchmarks=[dict(d, _file=str(p)) for p, d in benches])

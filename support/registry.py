@@ -15,13 +15,13 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from .devices import REQUIREMENTS
+from .environment import version
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY_DIR = ROOT / "claims" / "registry"
@@ -182,14 +182,11 @@ def _figures(where: str, cid: str, raw, errors: list) -> dict:
 
 
 def installed_version(package: str) -> Version | None:
-    if package == "python":
-        import platform
-        return Version(platform.python_version())
+    from packaging.version import InvalidVersion
+    text = version(package)
     try:
-        return Version(metadata.version(package))
-    except metadata.PackageNotFoundError:
-        return None
-    except Exception:  # a local version label such as 2.13.0+cpu parses fine; be safe
+        return Version(text) if text else None
+    except InvalidVersion:       # a distribution with a non-PEP 440 version: not keyable
         return None
 
 

@@ -79,7 +79,7 @@ def _run(torch_v: str, jax_v: str, best_error: float, ad19: str, flag: bool) -> 
 
 
 def _bench(device_ms: dict) -> dict:
-    return {"machine_info": {"frameworks": {"torch": "2.14.1"}}, "benchmarks": [
+    return {"machine_info": {"environment": {"versions": {"torch": "2.14.1"}}}, "benchmarks": [
         {"group": "width sweep, width 1024", "name": f"test_bench_width_sweep[{d}-w1024]",
          "fullname": f"claims/lecture/test_devices.py::test_bench_width_sweep[{d}-w1024]",
          "params": {"device": d, "width": 1024},
