@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from . import expectations
 from . import registry as reg
 from . import verdicts
 from .recorder import ClaimRecorder, NotApplicable
@@ -45,8 +46,8 @@ class ClaimsState:
         reg_dir = config.getini("claims_registry")
         exp_file = config.getini("claims_expectations")
         self.registry = reg.load_registry(root / reg_dir if reg_dir else reg.REGISTRY_DIR)
-        self.expectations = reg.load_expectations(root / exp_file if exp_file else reg.EXPECTATIONS,
-                                                  registry=self.registry)
+        self.expectations = expectations.load_expectations(
+            root / exp_file if exp_file else expectations.EXPECTATIONS, registry=self.registry)
         self.records: list[dict] = []
         self.collected: dict[str, list[str]] = {}
         self.started = time.time()
@@ -285,7 +286,7 @@ def _attach(item, report, rec: ClaimRecorder, o: verdicts.Outcome, teardown=Fals
     variant = _variant_id(item)
     matched, applied, problems = {}, {}, []
     for cid in rec.ids:
-        entries = reg.find_expectations(state.expectations, cid, variant)
+        entries = expectations.find_expectations(state.expectations, cid, variant)
         applied[cid] = [e.label() for e in entries]
         if teardown:
             continue

@@ -1,14 +1,13 @@
-"""The claim registry (``claims/registry/*.toml``) and the expectations file.
+"""The claim registry (``claims/registry/*.toml``).
 
 The registry holds one entry per catalogue ID; it is the authority for what a claim
-says, what the notes state, its kind and tier, and where it applies. The expectations
-file (``claims/expectations.toml``) records the verdicts that are known not to be
-"holds" (a sentence of the notes that is false as worded, a figure that moved), keyed
-by framework version where that matters.
+says, the figures the notes state (with their tolerances and bounds), its kind and tier,
+which variants it requires and where it applies. (The expectations file is
+support/expectations.py's; what the test sources say, read without running them, is
+support/sources.py's.)
 """
 from __future__ import annotations
 
-import ast
 import re
 try:
     import tomllib
@@ -25,7 +24,6 @@ from .environment import version
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY_DIR = ROOT / "claims" / "registry"
-EXPECTATIONS = ROOT / "claims" / "expectations.toml"
 
 ID_RE = re.compile(r"^[A-Z]{2,5}-\d{2}$")
 KINDS = {
@@ -273,174 +271,3 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
     if errors:
         raise RegistryError("claim registry is invalid:\n  " + "\n  ".join(errors))
     return claims
-
-
-@dataclass
-class Expectation:
-    """A known verdict other than holds, naming the failure it expects: ``match`` (a regular
-    expression searched in the assertion message) and/or ``measurement`` (the figure names
-    that drift or break). Any other failure of the same variant is unexpected."""
-
-    id: str
-    verdict: str
-    reason: str
-    variant: str = ""          # substring of the variant id; "" = every variant
-    versions: dict = field(default_factory=dict)
-    match: str = ""
-    measurement: object = ""   # a figure name, or a list of them
-
-    def applies(self, variant_id: str) -> bool:
-        if self.variant and self.variant not in variant_id:
-            return False
-        return version_mismatch(self.versions) is None
-
-    @property
-    def measurements(self) -> list[str]:
-        m = self.measurement
-        return [m] if isinstance(m, str) and m else list(m or [])
-
-    def matches(self, outcome) -> bool:
-        """Whether ``outcome`` (a support.verdicts.Outcome of this verdict) is the failure
-        this entry names."""
-        if outcome.verdict != self.verdict:
-            return False
-        if self.match and outcome.message and re.search(self.match, outcome.message, re.S):
-            return True
-        return bool(set(self.measurements) & set(outcome.figures))
-
-    def names_failure(self) -> str:
-        parts = []
-        if self.match:
-            parts.append(f"message matching /{self.match}/")
-        if self.measurements:
-            parts.append("figure " + ", ".join(self.measurements))
-        return " or ".join(parts) or "nothing"
-
-    def label(self) -> str:
-        extra = f" [{self.variant}]" if self.variant else ""
-        ver = f" when {self.versions}" if self.versions else ""
-        what = f" ({', '.join(self.measurements)})" if self.measurements else ""
-        return f"{self.id}{extra} {self.verdict}{what}{ver}"
-
-
-EXPECTATION_FIELDS = ("id", "verdict", "reason", "variant", "versions", "match", "measurement")
-
-
-def load_expectations(path: Path = EXPECTATIONS, registry: dict | None = None) -> list[Expectation]:
-    from .verdicts import EXPECTABLE
-    if not path.exists():
-        return []
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    out, errors = [], []
-    for i, entry in enumerate(data.get("expect", [])):
-        where = f"expectations.toml entry {i + 1} ({entry.get('id')})"
-        unknown = set(entry) - set(EXPECTATION_FIELDS)
-        if unknown:
-            errors.append(f"{where}: unknown field(s) {sorted(unknown)}")
-        claim = (registry or {}).get(entry.get("id"))
-        if registry is not None and claim is None:
-            errors.append(f"{where}: no such claim in the registry")
-        verdict = entry.get("verdict")
-        if verdict not in EXPECTABLE:
-            errors.append(f"{where}: verdict must be one of {', '.join(EXPECTABLE)}")
-        if not entry.get("reason"):
-            errors.append(f"{where}: every expectation needs a reason")
-        exp = Expectation(**{k: v for k, v in entry.items() if k in EXPECTATION_FIELDS})
-        if verdict == "drift" and not exp.measurements:
-            errors.append(f"{where}: a drift names the figure(s) that move (measurement = ...)")
-        if verdict in ("fails", "error") and not (exp.match or exp.measurements):
-            errors.append(f"{where}: name the failure: match = \"regex of the assertion "
-                          "message\" or measurement = \"figure whose bound breaks\"")
-        if exp.match:
-            try:
-                re.compile(exp.match)
-            except re.error as e:
-                errors.append(f"{where}: bad match regex: {e}")
-        if claim is not None:
-            bad = [m for m in exp.measurements if m not in claim.figures]
-            if bad:
-                errors.append(f"{where}: measurement(s) {bad} are not figures of {claim.id} "
-                              f"in the registry")
-        _check_versions(where, entry.get("versions", {}), errors)
-        out.append(exp)
-    if errors:
-        raise RegistryError("expectations file is invalid:\n  " + "\n  ".join(errors))
-    return out
-
-
-def find_expectations(expectations: list[Expectation], cid: str, variant_id: str
-                      ) -> list[Expectation]:
-    """Every entry for ``cid`` that applies to this variant in this environment."""
-    return [e for e in expectations if e.id == cid and e.applies(variant_id)]
-
-
-def static_claim_markers(root: Path = ROOT) -> dict[str, list[str]]:
-    """ID -> ['claims/...py::function'] for every ``@pytest.mark.claim(...)`` under claims/,
-    found by reading the source (so it sees tests whatever a run collected)."""
-    found: dict[str, list[str]] = {}
-    for path in sorted((root / "claims").rglob("test_*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        owners = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                for dec in node.decorator_list:
-                    for sub in ast.walk(dec):
-                        owners[id(sub)] = node.name
-        for node in ast.walk(tree):
-            f = getattr(node, "func", None)
-            if isinstance(node, ast.Call) and isinstance(f, ast.Attribute) and f.attr == "claim" \
-                    and isinstance(f.value, ast.Attribute) and f.value.attr == "mark":
-                where = f"{path.relative_to(root)}::{owners.get(id(node), '<module>')}"
-                for arg in node.args:
-                    key = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
-                        else "<non-literal claim id>"
-                    found.setdefault(key, []).append(where)
-    return found
-
-
-# calls through which a test compares a registry figure: claim.check(name, ...),
-# claim.figure(name), timing.check_ratio(claim, name, ...), timing.settle(claim, name, ...)
-_FIGURE_CALLS = {"check": 0, "figure": 0, "decided": 0, "check_ratio": 1, "settle": 1}
-
-
-def _name_pattern(node) -> str | None:
-    """A figure name as a regular expression: a literal, or an f-string whose fields match
-    anything; None when the name is computed otherwise."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return re.escape(node.value)
-    if isinstance(node, ast.JoinedStr):
-        return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+"
-                       for v in node.values)
-    return None
-
-
-def static_figure_checks(root: Path = ROOT) -> dict[str, list[tuple[str, str]]]:
-    """Claim ID -> [(name pattern, 'file::function')] of every figure name a test of that
-    claim compares, found by reading the source. Names used in a module's helper functions
-    (no claim marker) count for every claim of the module. A computed name is reported as
-    the pattern "<computed>"."""
-    found: dict[str, list[tuple[str, str]]] = {}
-    for path in sorted((root / "claims").rglob("test_*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        helpers, module_ids = [], set()
-        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
-            ids = [a.value for d in fn.decorator_list for sub in ast.walk(d)
-                   if isinstance(sub, ast.Call) and getattr(sub.func, "attr", "") == "claim"
-                   for a in sub.args if isinstance(a, ast.Constant)]
-            module_ids.update(ids)
-            names = []
-            for call in ast.walk(fn):
-                f = getattr(call, "func", None)
-                pos = _FIGURE_CALLS.get(getattr(f, "attr", None)) if isinstance(call, ast.Call) else None
-                if pos is None or len(call.args) <= pos:
-                    continue
-                names.append(_name_pattern(call.args[pos]) or "<computed>")
-            where = f"{path.relative_to(root)}::{fn.name}"
-            if ids:
-                for cid in ids:
-                    found.setdefault(cid, []).extend((n, where) for n in names)
-            else:
-                helpers.extend((n, where) for n in names)
-        for cid in module_ids:
-            found.setdefault(cid, []).extend(helpers)
-    return found

@@ -109,7 +109,7 @@ def build(state, elapsed: float = 0.0) -> dict:
     for rec in state.records:
         for cid in rec["ids"]:
             by_id.setdefault(cid, []).append(rec)
-    from .registry import static_claim_markers
+    from .sources import static_claim_markers
     static = static_claim_markers()
     claims = [_entry(c, by_id.get(cid, []), state.collected.get(cid, []), static.get(cid, []))
               for cid, c in state.registry.items()]

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from support import registry as reg
+from support import sources
+from support.expectations import load_expectations
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT.parent / "shared" / "reference" / "claims-catalogue.md"
@@ -23,7 +25,7 @@ def registry():
 
 @pytest.fixture(scope="module")
 def markers():
-    return reg.static_claim_markers()
+    return sources.static_claim_markers()
 
 
 def test_registry_has_one_entry_per_catalogue_id(registry):
@@ -67,7 +69,7 @@ def test_not_testable_claims_have_no_tests_and_a_reason(registry, markers):
 
 
 def test_expectations_name_registry_claims_and_give_reasons(registry):
-    exps = reg.load_expectations(registry=registry)
+    exps = load_expectations(registry=registry)
     for e in exps:
         assert e.id in registry and e.reason
 
@@ -101,7 +103,7 @@ def test_a_duplicate_id_is_refused(tmp_path):
 # --------------------------------------------------------------------------- stated figures
 @pytest.fixture(scope="module")
 def figure_checks():
-    return reg.static_figure_checks()
+    return sources.static_figure_checks()
 
 
 def test_every_figure_the_registry_states_is_checked_by_a_test(registry, figure_checks):
@@ -169,7 +171,7 @@ def test_every_accelerator_claim_says_which_variants_it_requires(registry):
 
 
 def test_expectations_name_the_failure_they_expect(registry):
-    for e in reg.load_expectations(registry=registry):
+    for e in load_expectations(registry=registry):
         if e.verdict == "drift":
             assert e.measurements and all(m in registry[e.id].figures for m in e.measurements)
         else:

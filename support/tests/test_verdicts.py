@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import registry as reg
+from support.expectations import Expectation
 from support import verdicts as v
 from support.tolerances import TABLE, Bound, judge
 
@@ -92,7 +92,7 @@ def test_skips_and_benchmarks():
 
 # --------------------------------------------------------------------------- expectations
 def exp(verdict, match="", measurement="", reason="r"):
-    return reg.Expectation(id="XX-01", verdict=verdict, reason=reason, match=match,
+    return Expectation(id="XX-01", verdict=verdict, reason=reason, match=match,
                            measurement=measurement)
 
 
