@@ -224,3 +224,17 @@ def sync(device: str):
         return timing.jax_sync
     return {"cpu": timing.no_sync, "cuda": timing.torch_cuda_sync,
             "mps": timing.torch_mps_sync}[d.hardware]
+
+
+def mark_args(item, name: str) -> list:
+    """The arguments of every ``name`` mark on a test item, in order, without repeats (a
+    claim ID of ``@pytest.mark.claim``, a device of ``needs_device``)."""
+    out: list = []
+    for mark in item.iter_markers(name):
+        out += [a for a in mark.args if a not in out]
+    return out
+
+
+def item_devices(item) -> list[str]:
+    """The devices a test item needs (its ``needs_device`` marks)."""
+    return mark_args(item, MARK)

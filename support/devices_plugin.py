@@ -61,22 +61,13 @@ def pytest_configure(config):
         config.pluginmanager.register(_BenchmarkHooks(), "support-devices-benchmark")
 
 
-def item_devices(item) -> list[str]:
-    out: list[str] = []
-    for mark in item.iter_markers(devices.MARK):
-        for d in mark.args:
-            if d not in out:
-                out.append(d)
-    return out
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     if not devices.ONLY:
         return
     keep, drop = [], []
     for item in items:
-        devs = item_devices(item)
+        devs = devices.item_devices(item)
         (keep if not devs or devices.selected(devs) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -84,7 +75,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_runtest_setup(item):
-    devs = item_devices(item)
+    devs = devices.item_devices(item)
     if not devs:
         return
     item.user_properties.append((PROP, ",".join(devs)))

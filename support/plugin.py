@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from . import expectations
+from . import devices, expectations
 from . import registry as reg
 from . import verdicts
 from .recorder import ClaimRecorder, NotApplicable
@@ -127,12 +127,7 @@ def _tiers(config) -> set[str]:
 
 
 def claim_ids(item) -> list[str]:
-    ids: list[str] = []
-    for mark in item.iter_markers("claim"):
-        for cid in mark.args:
-            if cid not in ids:
-                ids.append(cid)
-    return ids
+    return devices.mark_args(item, "claim")
 
 
 def _tier(item, ids: list[str], registry: dict) -> str:
@@ -301,7 +296,7 @@ def _attach(item, report, rec: ClaimRecorder, o: verdicts.Outcome, teardown=Fals
         "nodeid": item.nodeid, "ids": rec.ids, "variant": variant, "params": _params(item),
         "verdict": o.verdict, "reason": o.reason, "figures_decisive": list(o.figures),
         "expected": matched, "expectations_applied": applied,
-        "unexpected": problems, "devices": _devices(item),
+        "unexpected": problems, "devices": devices.item_devices(item),
         "role": "benchmark" if "benchmark" in getattr(item, "fixturenames", ()) else "test",
         "duration": getattr(report, "duration", 0.0),
         "tier": item.stash.get(_tier_key, "fast"), **rec.payload(),
@@ -333,11 +328,6 @@ def _set_outcome(item, report, o: verdicts.Outcome, matched: dict, problems: lis
                                     for cid, m in matched.items())
 
 
-def _devices(item) -> list[str]:
-    from .devices_plugin import item_devices
-    return item_devices(item)
-
-
 # --------------------------------------------------------------------------- reporting
 def _report_dir(config) -> Path:
     opt = config.getoption("--claims-report")
@@ -356,7 +346,6 @@ def pytest_sessionfinish(session, exitstatus):
     out = _report_dir(config)
     paths = report.write(data, out)
     config.stash[_summary_key] = (data, paths)
-    from . import devices
     if devices.REQUIRED and data["summary"].get("partial"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
