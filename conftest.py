@@ -6,7 +6,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["support.plugin", "support.devices_plugin", "pytester"]
+pytest_plugins = ["support.plugin", "support.devices_plugin", "support.quiet", "pytester"]
 
 # Hypothesis profiles, selected with HYPOTHESIS_PROFILE (the default is "dev"):
 #   dev       explores: new random examples on every run, 40 per property; the README's test

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .data import cache_dir
 from .environment import version
+from .locks import file_lock
 
 HERE = Path(__file__).resolve().parent
 PACKAGES = ("torch", "numpy", "scikit-learn", "jax", "jaxlib", "optax", "threadpoolctl")
@@ -57,12 +58,7 @@ def key(name: str, inputs: dict, code: list[str]) -> str:
 @contextmanager
 def _locked(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        try:
-            import fcntl
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        except ImportError:  # pragma: no cover - not POSIX: no cross-process sharing
-            pass
+    with file_lock(path):
         yield
 
 

@@ -18,7 +18,6 @@ group is started once per test run however the tests that read it are distribute
 """
 from __future__ import annotations
 
-import contextlib
 import datetime
 import multiprocessing as mp
 import os
@@ -30,14 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # Windows: msvcrt locks a byte of the file instead
-    fcntl = None
-try:
-    import msvcrt
-except ImportError:  # POSIX
-    msvcrt = None
+from .locks import file_lock
 
 LOCALHOST = "127.0.0.1"
 
@@ -57,34 +49,6 @@ def unsupported_reason() -> str | None:
     if not dist.is_gloo_available():
         return "this torch has no gloo backend"
     return None
-
-
-@contextlib.contextmanager
-def file_lock(path: os.PathLike):
-    """Hold an exclusive lock on ``path`` (created if absent) for the ``with`` block.
-
-    ``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows. Where neither exists the block
-    runs unlocked and the lock yields False, so callers can fall back to not sharing.
-    """
-    with open(path, "a+b") as fh:
-        if fcntl is not None:
-            fcntl.flock(fh, fcntl.LOCK_EX)      # released when the file is closed
-            yield True
-        elif msvcrt is not None:
-            fh.seek(0)
-            while True:
-                try:
-                    msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)   # retries for ~10 s
-                    break
-                except OSError:
-                    continue
-            try:
-                yield True
-            finally:
-                fh.seek(0)
-                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
-        else:
-            yield False
 
 
 def free_port() -> int:

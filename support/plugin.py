@@ -73,6 +73,11 @@ def _state(config) -> ClaimsState:
     return config.stash[_state_key]
 
 
+def registry_of(config) -> dict:
+    """The registry this session loaded (claim ID -> Claim)."""
+    return _state(config).registry
+
+
 # --------------------------------------------------------------------------- options
 def pytest_addoption(parser):
     group = parser.getgroup("claims", "executable-specification claims")

@@ -25,6 +25,9 @@ from torch import nn
 from support import devices, timing
 from support.train_torch import mlp, train
 
+# every test here times a device or runs on one: run alone (support/quiet.py)
+pytestmark = pytest.mark.timing
+
 # protocol §11: (hidden width, input width) of the crossover figure, plus 16 (catalogue)
 SWEEP = ((16, 8), (64, 8), (256, 8), (1024, 64), (2048, 256), (4096, 512))
 ROWS, BATCH = 8192, 1024

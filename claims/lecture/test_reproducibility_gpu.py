@@ -91,6 +91,7 @@ def test_atomic_adds_make_repeated_gpu_sums_differ(claim):
     claim.record("largest std across runs of one output", spread)
 
 
+@pytest.mark.timing
 @pytest.mark.claim("RNG-08")
 @devices.needs("cuda")
 def test_deterministic_algorithms_make_gpu_sums_repeatable_at_a_cost(claim):

@@ -107,6 +107,7 @@ def test_in_place_update_is_legal_under_no_grad_as_in_optimizer_step(claim):
     assert seen and not any(seen)
 
 
+@pytest.mark.timing
 @pytest.mark.claim("TAPE-12")
 def test_no_grad_saves_memory_and_time(claim):
     model = _mlp()

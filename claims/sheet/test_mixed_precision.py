@@ -396,6 +396,7 @@ def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim):
     assert all(np.isfinite(losses)) and losses[-1] < 0.1 * losses[0]
 
 
+@pytest.mark.timing
 @pytest.mark.gpu
 @devices.needs("cuda")
 @pytest.mark.claim("AMP-10")

@@ -517,3 +517,40 @@ def test_the_whole_suite_collects_without_xdist():
                           "-q", "--tier", "fast,slow,gpu,bench", "-p", "no:randomly"],
                          cwd=root, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def test_a_timing_test_runs_while_no_other_test_runs(suite, pytester):
+    """support/quiet.py: under xdist, a timing test holds the workers' lock exclusively."""
+    pytest.importorskip("xdist")
+    log = pytester.path / "spans.txt"
+    src = f"""
+        import time
+        import pytest
+
+        def span(name, seconds):
+            t0 = time.time()
+            time.sleep(seconds)
+            with open({str(log)!r}, "a") as fh:
+                fh.write(f"{{name}} {{t0}} {{time.time()}}\\n")
+
+        @pytest.mark.timing
+        @pytest.mark.claim("XX-01")
+        def test_timed(claim):
+            time.sleep(0.3)             # let the other worker start its first test
+            span("timing", 1.0)
+            claim.record("x", 1)
+
+        @pytest.mark.claim("XX-02")
+        @pytest.mark.parametrize("i", range(4))
+        def test_other(claim, i):
+            span(f"other{{i}}", 0.4)
+            claim.record("x", 1)
+    """
+    result, _, _ = suite(src, "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    result.assert_outcomes(passed=5)
+    spans = {n: (float(a), float(b)) for n, a, b in
+             (line.split() for line in log.read_text().splitlines())}
+    t0, t1 = spans.pop("timing")
+    # the whole timing span (from before its sleep) against every other test's span
+    overlapping = [n for n, (a, b) in spans.items() if a < t1 and b > t0 - 0.3]
+    assert not overlapping, (spans, (t0, t1))

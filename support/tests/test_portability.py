@@ -26,9 +26,9 @@ def test_support_distributed_imports_and_shares_without_fcntl(tmp_path):
 import sys
 sys.modules["fcntl"] = None
 sys.modules["msvcrt"] = None
-from support import distributed
-assert distributed.fcntl is None and distributed.msvcrt is None
-with distributed.file_lock({str(tmp_path / 'x.lock')!r}) as locked:
+from support import distributed, locks
+assert locks.fcntl is None and locks.msvcrt is None
+with locks.file_lock({str(tmp_path / 'x.lock')!r}) as locked:
     assert locked is False
 calls = []
 for _ in range(2):
