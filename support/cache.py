@@ -3,8 +3,10 @@
 The key hashes the inputs a caller passes (the data's content fingerprint, the protocol's
 parameters), the environment (Python, torch, numpy, scikit-learn, jax, jaxlib and optax
 versions, torch's build configuration and CPU capability, the machine), and the source of
-the modules that compute the result. A changed line of ``support/batched.py`` or a new
-torch is a different key, never a stale hit.
+the code that computes the result: the computing module and every ``support`` module it
+imports, found by reading their imports (nothing listed by hand), plus the files those
+modules declare they read (a module-level ``READS = [...]``). A changed line of
+``support/jaxutil.py`` or a new torch is a different key, never a stale hit.
 
 ``--fresh`` (the ``fresh`` fixture) means "recompute in this run": a stored entry is then
 used only if this same test run wrote it, which lets the workers of one pytest-xdist run
@@ -13,6 +15,7 @@ worker waits for the first instead of computing twice; entries are written atomi
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -44,14 +47,49 @@ def environment() -> dict:
     return env
 
 
+def _imports_and_reads(tree: ast.AST) -> tuple[set[str], list[str]]:
+    mods, reads = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            mods |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("support."):
+            mods.add(node.module.split(".")[1])
+        elif isinstance(node, ast.ImportFrom) and node.module == "support":
+            mods |= {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            mods |= {a.name.split(".")[1] for a in node.names if a.name.startswith("support.")}
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "READS"
+                                                  for t in node.targets):
+            reads += list(ast.literal_eval(node.value))
+    return mods, reads
+
+
+def code_files(module: str) -> list[str]:
+    """The files under ``support/`` whose content can change what ``module`` computes: the
+    module, every ``support`` module it imports (transitively, lazy imports included: read
+    from the source, not from what ran) and the files they declare in ``READS``."""
+    todo, seen, files = [module.rsplit(".", 1)[-1]], set(), set()
+    while todo:
+        name = todo.pop()
+        path = HERE / f"{name}.py"
+        if name in seen or not path.exists():
+            continue
+        seen.add(name)
+        files.add(f"{name}.py")
+        mods, reads = _imports_and_reads(ast.parse(path.read_text(encoding="utf-8")))
+        files |= set(reads)
+        todo += sorted(mods - seen)
+    return sorted(files)
+
+
 def sources(names) -> dict:
-    """sha256 of each named file under ``support/`` (the code that computes the result)."""
+    """sha256 of each named file under ``support/``."""
     return {n: hashlib.sha256((HERE / n).read_bytes()).hexdigest() for n in names}
 
 
-def key(name: str, inputs: dict, code: list[str]) -> str:
+def key(name: str, inputs: dict, module: str) -> str:
     blob = json.dumps({"name": name, "inputs": inputs, "env": environment(),
-                       "code": sources(code)}, sort_keys=True, default=str)
+                       "code": sources(code_files(module))}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -62,11 +100,13 @@ def _locked(path: Path):
         yield
 
 
-def cached(name: str, inputs: dict, code: list[str], compute, *, fresh: bool = False,
+def cached(name: str, inputs: dict, module: str, compute, *, fresh: bool = False,
            folder: Path | None = None):
-    """``compute()``'s value, from the disk when an entry for the same key may be used."""
+    """``compute()``'s value, from the disk when an entry for the same key may be used.
+    ``module`` is the one that computes it (``"support.experiments"``): its code and what it
+    imports are part of the key."""
     folder = Path(folder) if folder else cache_dir() / "results"
-    k = key(name, inputs, code)
+    k = key(name, inputs, module)
     path = folder / f"{name}-{k}.pkl"
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     with _locked(folder / f"{name}-{k}.lock"):

@@ -38,6 +38,8 @@ N_ROWS = 1030
 # sha256 of the 1,030 x 9 values as little-endian float64, row-major, file order
 FINGERPRINT = "8b9a7af0366e0f437ad04cfba6bb729ec0c3ea76fa780ff3d3f4d057356b6af6"
 FOLDS_FILE = Path(__file__).with_name("resources") / "lecture_folds.txt"
+# what this module reads besides its code (support.cache keys results on it)
+READS = ["resources/lecture_folds.txt"]
 FOLDS_SHA256_PREFIX = "a691ce7b3cb68810"
 HOW_TO_GET = (
     "Get the full-precision file: `python -m support fetch-data` (downloads the UCI zip "

@@ -39,14 +39,14 @@ def _gradient_check_story() -> list[str]:
 
 
 @pytest.mark.claim("STORY-15")
-def test_none_of_the_five_stories_raises_and_only_one_warns(concrete, claim):
+def test_none_of_the_five_stories_raises_and_only_one_warns(concrete, claim, fresh):
     counts = {}
     try:
         counts["gradient check, careless dtype"] = len(_gradient_check_story())
-        counts["unshaped target"] = stories.run(concrete, "shape_bug").n_warnings
+        counts["unshaped target"] = stories.run(concrete, "shape_bug", fresh=fresh).n_warnings
         counts["leaky split"] = len(_leaky_split_story(concrete))
-        counts["missing zero_grad"] = stories.run(concrete, "no_zero_grad").n_warnings
-        counts["Adam on raw inputs"] = stories.run(concrete, "adam_raw").n_warnings
+        counts["missing zero_grad"] = stories.run(concrete, "no_zero_grad", fresh=fresh).n_warnings
+        counts["Adam on raw inputs"] = stories.run(concrete, "adam_raw", fresh=fresh).n_warnings
     except (RuntimeError, ValueError) as exc:   # a framework refusing a step (the sentence
         # says none does); any other exception is an error of the test, not a verdict
         raise AssertionError(f"a story raised {type(exc).__name__}: {exc}") from exc

@@ -70,9 +70,9 @@ def steadiness(loss, window: int = 10) -> dict:
 
 
 @pytest.mark.claim("STORY-04")
-def test_the_buggy_runs_training_loss_still_falls(concrete, claim):
+def test_the_buggy_runs_training_loss_still_falls(concrete, claim, fresh):
     # the shape-bug run of the section before (shared with STORY-02/03)
-    bug = stories.run(concrete, "shape_bug")
+    bug = stories.run(concrete, "shape_bug", fresh=fresh)
     loss = bug.train_loss
     claim.record("training loss, first epoch", loss[0])
     claim.record("training loss, last epoch", loss[-1])
@@ -94,7 +94,7 @@ def test_the_buggy_runs_training_loss_still_falls(concrete, claim):
                f"it falls in {s['fell']} of {s['steps']} epoch-to-epoch steps, and after the "
                f"first epoch by {s['fall']:.1f} of its own noise SDs.")
     # positive control: the working loop's curve, measured the same way, does fall steadily
-    ok = steadiness(stories.run(concrete, "fixed").train_loss)
+    ok = steadiness(stories.run(concrete, "fixed", fresh=fresh).train_loss)
     claim.record("working loop: share of epochs that fell", ok["share"])
     claim.record("working loop: fall after the first epoch, in noise SDs", ok["fall"])
     assert ok["share_interval"][0] > 0.5 and ok["fall_interval"][0] >= 4, \

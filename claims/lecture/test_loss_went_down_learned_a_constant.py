@@ -20,18 +20,18 @@ WARNING_TEXT = ("Using a target size (torch.Size([64])) that is different to the
                 "(torch.Size([64, 1])). This will likely lead to incorrect results")
 
 
-def shape_bug_run(concrete):
+def shape_bug_run(concrete, fresh):
     """The buggy run; a release that made MSELoss refuse the shapes is a failed claim."""
     try:
-        return stories.run(concrete, "shape_bug")
+        return stories.run(concrete, "shape_bug", fresh=fresh)
     except (RuntimeError, ValueError) as exc:   # torch refusing the shapes
         raise AssertionError(f"the unshaped-target loop no longer runs: {type(exc).__name__}: {exc}") from exc
 
 
 @pytest.mark.claim("STORY-01")
-def test_mean_baseline_scores_17_9_and_the_working_net_5_5(concrete, claim):
+def test_mean_baseline_scores_17_9_and_the_working_net_5_5(concrete, claim, fresh):
     base = claim.check('baseline', baseline_rmse(concrete), unit='MPa')
-    net = claim.check('net', stories.run(concrete, 'fixed').rmse, unit='MPa')
+    net = claim.check('net', stories.run(concrete, 'fixed', fresh=fresh).rmse, unit='MPa')
     train_idx, val_idx = lecture_split(0)
     claim.check('train rows', len(train_idx))
     claim.check('validation rows', len(val_idx))
@@ -39,10 +39,10 @@ def test_mean_baseline_scores_17_9_and_the_working_net_5_5(concrete, claim):
 
 
 @pytest.mark.claim("STORY-02")
-def test_unshaped_target_trains_without_error_to_the_mean_baseline(concrete, claim):
-    bug = shape_bug_run(concrete)
+def test_unshaped_target_trains_without_error_to_the_mean_baseline(concrete, claim, fresh):
+    bug = shape_bug_run(concrete, fresh)
     base = baseline_rmse(concrete)
-    fixed = stories.run(concrete, "fixed").rmse
+    fixed = stories.run(concrete, "fixed", fresh=fresh).rmse
     claim.check('buggy RMSE', bug.rmse, unit='MPa')
     claim.check('baseline', base, unit='MPa')
     claim.check('better than the baseline by', 100 * (1 - bug.rmse / base), unit='%')
@@ -60,17 +60,17 @@ def test_unshaped_target_trains_without_error_to_the_mean_baseline(concrete, cla
 
 
 @pytest.mark.claim("STORY-03")
-def test_the_buggy_network_predicts_a_constant(concrete, claim):
-    bug = shape_bug_run(concrete)
-    fixed = stories.run(concrete, "fixed")
+def test_the_buggy_network_predicts_a_constant(concrete, claim, fresh):
+    bug = shape_bug_run(concrete, fresh)
+    fixed = stories.run(concrete, "fixed", fresh=fresh)
     claim.check('prediction SD', bug.pred_std, unit='MPa')
     claim.record("fixed prediction SD", fixed.pred_std, unit="MPa")
     assert bug.pred_std < 1.0 < fixed.pred_std / 10
 
 
 @pytest.mark.claim("STORY-05")
-def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(concrete, claim):
-    fixed = stories.run(concrete, "fixed")
+def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(concrete, claim, fresh):
+    fixed = stories.run(concrete, "fixed", fresh=fresh)
     _, val_idx = lecture_split(0)
     claim.check('RMSE', fixed.rmse, unit='MPa')
     claim.check('prediction SD', fixed.pred_std, unit='MPa')

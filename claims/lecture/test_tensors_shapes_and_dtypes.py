@@ -261,17 +261,17 @@ def test_mse_warns_about_the_target_size(claim):
 
 
 @pytest.mark.claim("SHAPE-11")
-def test_the_warning_fires_once_per_batch_1560_times(claim, concrete):
+def test_the_warning_fires_once_per_batch_1560_times(claim, concrete, fresh):
     """The story's own 120-epoch run (train(target_2d=False)), shared with STORY-02 through
     support.stories, so the suite trains it once per process."""
     from support import stories
-    res = stories.run(concrete, "shape_bug")
+    res = stories.run(concrete, "shape_bug", fresh=fresh)
     n = sum(m.startswith("Using a target size") for m in res.warnings)
     claim.check('batches_per_epoch', res.steps / 120)
     claim.check('warnings_in_120_epochs', n)
     assert n == res.steps == 1560        # once per batch, every batch
     # negative control: the fixed loop warns nothing
-    assert not stories.run(concrete, "fixed").warnings
+    assert not stories.run(concrete, "fixed", fresh=fresh).warnings
 
 
 @pytest.mark.claim("SHAPE-12")
