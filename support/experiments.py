@@ -3,7 +3,7 @@
 Every network here is trained by :func:`support.batched.train_many` (the stacked version of
 :func:`support.train_torch.train`, the same numbers run by run), and networks that share
 an epoch budget are trained together. The first request computes everything batched, in
-up to two worker processes (one per core) while this process fits the trees and runs the
+a process pool of up to two workers (one per core) while this process fits the trees and runs the
 JAX loop; later requests, from any test module, get the same objects. The bundle is kept
 on disk by :mod:`support.cache` (keyed by data, protocol, environment and this code);
 ``fresh=True`` (``--fresh``) recomputes it, sharing it only between the xdist workers of
@@ -27,12 +27,11 @@ The stories' own runs (warnings and all) are sequential: ``support.stories``.
 """
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
-import pickle
-import subprocess
-import sys
 import threading
-from pathlib import Path
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -76,38 +75,11 @@ def _jobs() -> dict[str, tuple[list[Spec], dict]]:
     return jobs
 
 
-def _run_jobs(data: Concrete, jobs: list[tuple[list[Spec], dict]]) -> list[list[TrainResult]]:
-    return [train_many(data, specs, threads=1, **kwargs) for specs, kwargs in jobs]
-
-
-class _Worker:
-    """Batched jobs run one after the other in a fresh interpreter
-    (``python -m support.experiments``), fed and answered through pickles on its pipes:
-    independent of how the parent process was started."""
-
-    def __init__(self, data: Concrete, jobs: list[tuple[list[Spec], dict]]):
-        root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
-            OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "support.experiments"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env, cwd=root)
-        self._payload = pickle.dumps((data, jobs))
-        self._out: list = []
-        self._thread = threading.Thread(target=self._talk, daemon=True)
-        self._thread.start()
-
-    def _talk(self):
-        self._out.append(self.proc.communicate(self._payload))
-
-    def result(self) -> list[list[TrainResult]]:
-        self._thread.join()
-        out, err = self._out[0]
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"batched worker failed ({self.proc.returncode}):\n"
-                               f"{err.decode(errors='replace')[-3000:]}")
-        return pickle.loads(out)
+def _run_job(data: Concrete, job: tuple[list[Spec], dict]) -> list[TrainResult]:
+    """One batched job, in a pool process: one intra-op thread (train_many sets it), so two
+    jobs on two cores do not contend."""
+    specs, kwargs = job
+    return train_many(data, specs, threads=1, **kwargs)
 
 
 def workers() -> int:
@@ -126,26 +98,37 @@ def workers() -> int:
 def _compute_all(data: Concrete, jobs: dict) -> dict:
     """Train every batched job, fit the trees and run JAX, overlapping where cores allow.
 
-    With two workers the jobs go to two lanes of about equal work (a network-epoch is the
-    unit), each lane one subprocess running its jobs in turn, while this process fits the
+    With two workers the jobs go to a process pool (the standard library's, spawned: a fresh
+    interpreter whatever started this one), longest first, while this process fits the
     trees and runs the JAX loop.
     """
-    cost = {k: len(jobs[k][0]) * jobs[k][1]["epochs"] for k in jobs}
-    results: dict[str, list[TrainResult]] = {}
     n = workers()
-    if n > 1:
-        lanes: list[list[str]] = [[] for _ in range(n)]
-        for k in sorted(jobs, key=lambda k: -cost[k]):
-            min(lanes, key=lambda lane: sum(cost[j] for j in lane)).append(k)
-        started = [(lane, _Worker(data, [jobs[k] for k in lane])) for lane in lanes if lane]
+    if n <= 1:
+        results = {k: _run_job(data, job) for k, job in jobs.items()}
+        return {"jobs": results, "trees": _fit_trees(data), "jax": _run_jax(data)}
+    cost = {k: len(job[0]) * job[1]["epochs"] for k, job in jobs.items()}
+    # the pool's processes start with one OpenMP/MKL thread (read when torch loads there)
+    with _environ(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"), \
+            ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {k: pool.submit(_run_job, data, jobs[k])
+                   for k in sorted(jobs, key=lambda k: -cost[k])}
         trees, jax = _fit_trees(data), _run_jax(data)
-        for lane, worker in started:
-            results.update(zip(lane, worker.result()))
-    else:
-        names = list(jobs)
-        results.update(zip(names, _run_jobs(data, [jobs[k] for k in names])))
-        trees, jax = _fit_trees(data), _run_jax(data)
+        results = {k: f.result() for k, f in futures.items()}
     return {"jobs": results, "trees": trees, "jax": jax}
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _bundle(data: Concrete, fresh: bool = False) -> dict:
@@ -265,12 +248,3 @@ def grad_norms(data: Concrete) -> dict[str, list[float]]:
                 name: train(data, zero_grad=zg, max_steps=8, probe_grad_norm=True).grad_norms
                 for name, zg in (("with", True), ("without", False))}
         return _memo[key]
-
-
-
-if __name__ == "__main__":
-    _answer = sys.stdout.buffer
-    sys.stdout = sys.stderr  # anything printed while training must not corrupt the pickle
-    _data, _jobs_in = pickle.loads(sys.stdin.buffer.read())
-    _answer.write(pickle.dumps(_run_jobs(_data, _jobs_in)))
-    _answer.flush()
