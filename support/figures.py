@@ -28,9 +28,9 @@ Which measurement feeds which figure (claim ID: recorded names):
 """
 from __future__ import annotations
 
+import fnmatch
 import io
 import math
-import re
 from pathlib import Path
 
 import matplotlib
@@ -45,8 +45,54 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17
 
 
 # --------------------------------------------------------------------------- reading
+# Every measurement a figure draws, by claim (a name, or a name ending in * for a family of
+# them). A figure reads nothing else (reading an undeclared name raises), and a lint
+# (support/tests/test_registry_lints.py) checks that a test of the claim records each one:
+# a measurement renamed in a test fails there, instead of a panel going "not measured".
+DRAWN: dict[str, tuple[str, ...]] = {
+    "AD-12": ("steps", "errors"),
+    "AD-14": ("steps", "errors", "best_h", "best_error"),
+    "AD-15": ("autodiff_error", "careless_error"),
+    "ADAM-06": ("grad", "sgd_line", "first_step_eps_*"),
+    "ADAM-09": ("path_*",),
+    "ADAM-15": ("step_sizes_*", "sgd_ratio", "adam_ratio"),
+    "ADAM-16": ("step_over_lr_beta2_*", "beta2_0.999_collapse_at_250", "beta2_0.9_dip_at_250"),
+    "STORY-06": ("curve (validation RMSE per epoch)",),
+    "STORY-07": ("final RMSE", "baseline"),
+    "STORY-08": ("curve (validation RMSE per epoch)", "RMSE"),
+    "STORY-10": ("lowest", "highest"),
+    "STORY-11": ("Adam raw curve", "Adam scaled curve", "Adam, raw inputs", "Adam, scaled inputs"),
+    "STORY-12": ("SGD raw curve", "SGD scaled curve"),
+    "LR-01": ("curve", "RMSE"), "LR-02": ("curve", "RMSE"), "LR-03": ("curve", "RMSE"),
+    "SPLIT-01": ("HGB, KFold mean of 25", "MLP, KFold mean of 25", "kfold: HGB per fold",
+                 "kfold: MLP per (seed, fold)"),
+    "SPLIT-04": ("HGB, GroupKFold mean", "MLP, GroupKFold mean", "group: HGB per fold",
+                 "group: MLP per (seed, fold)"),
+    "DEV-07": ("widths", "cpu ms per epoch", "cuda ms per epoch"),
+}
+
+
+class _Drawn(dict):
+    """One claim's measurements as a figure may read them: only the names DRAWN declares."""
+
+    def __init__(self, cid: str, items: dict):
+        self.cid = cid
+        super().__init__({k: m for k, m in items.items() if self.declared(k)})
+
+    def declared(self, name: str) -> bool:
+        bare = name.split(":", 1)[-1].lstrip()
+        return any(fnmatch.fnmatchcase(n, g) for g in DRAWN.get(self.cid, ())
+                   for n in (name, bare))
+
+    def get(self, name, default=None):
+        if not self.declared(name):
+            raise KeyError(f"support.figures reads {name!r} of {self.cid}, which DRAWN does "
+                           "not declare: add it there (the lint then checks a test records it)")
+        return super().get(name, default)
+
+
 def claim_figures(data: dict, cid: str) -> dict[str, dict]:
-    """Every measurement of claim ``cid`` in a claims.json, keyed by name.
+    """The measurements of claim ``cid`` in a claims.json that the figures draw, by name.
 
     With several variants the name is also available as ``variant:name``; the bare name
     refers to the first variant that recorded it.
@@ -61,7 +107,7 @@ def claim_figures(data: dict, cid: str) -> dict[str, dict]:
                 out.setdefault(name, m)
                 if tag:
                     out[f"{tag}:{name}"] = m
-    return out
+    return _Drawn(cid, out)
 
 
 def value(data: dict, cid: str, name: str):
@@ -370,11 +416,7 @@ def trees_vs_nets(runs) -> tuple[bytes, str]:
         for i, (model, split, cid, name, rcid, rname_runs) in enumerate(SPLIT_BARS):
             m = claim_figures(data, cid).get(name)
             if not m or not isinstance(m.get("value"), (int, float)):
-                # SPLIT-06 records [grouped, random] per model
-                pair = _numbers(value(data, "SPLIT-06", f"{model.lower()}: GroupKFold / KFold"))
-                if not pair:
-                    continue
-                m = {"value": pair[0] if split == "grouped" else pair[1]}
+                continue
             x = i + (ri - (len(runs) - 1) / 2) * width
             ax.bar(x, m["value"], width * 0.9, yerr=_se(value(data, rcid, rname_runs)), capsize=3,
                    color=_color(ri), alpha=0.8, label=rname if i == 0 or drew == 0 else None)
@@ -394,18 +436,16 @@ def trees_vs_nets(runs) -> tuple[bytes, str]:
     return _png(fig), ""
 
 
-_WIDTH = re.compile(r"^(?P<dev>\w+) ms per epoch at width (?P<w>\d+)$")
-
-
 def crossover(runs) -> tuple[bytes, str]:
     """The CPU-vs-GPU width sweep (DEV-07): time per epoch against width, per device."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     curves: dict[tuple[str, str], dict[int, float]] = {}
     for rname, data, benches in runs:
-        for k, m in claim_figures(data, "DEV-07").items():
-            hit = _WIDTH.match(k.split(":")[-1])
-            if hit and isinstance(m.get("value"), (int, float)):
-                curves.setdefault((rname, hit["dev"]), {})[int(hit["w"])] = float(m["value"])
+        widths = _numbers(value(data, "DEV-07", "widths")) or []
+        for dev in ("cpu", "cuda"):
+            ms = _numbers(value(data, "DEV-07", f"{dev} ms per epoch"))
+            if ms and len(ms) == len(widths):
+                curves[(rname, dev)] = {int(w): t for w, t in zip(widths, ms)}
         for f in benches or []:
             for b in f.get("benchmarks", []):
                 ei = b.get("extra_info") or {}

@@ -37,6 +37,8 @@ def static_claim_markers(root: Path = ROOT) -> dict[str, list[str]]:
 # calls through which a test compares a registry figure: claim.check(name, ...),
 # claim.figure(name), timing.check_ratio(claim, name, ...), timing.settle(claim, name, ...)
 _FIGURE_CALLS = {"check": 0, "figure": 0, "decided": 0, "check_ratio": 1, "settle": 1}
+# calls through which a test records a measurement (checked or not)
+_RECORD_CALLS = {"record": 0, "check": 0, "check_ratio": 1, "settle": 1, "record_estimate": 1}
 
 
 def _name_pattern(node) -> str | None:
@@ -50,7 +52,8 @@ def _name_pattern(node) -> str | None:
     return None
 
 
-def static_figure_checks(root: Path = ROOT) -> dict[str, list[tuple[str, str]]]:
+def static_figure_checks(root: Path = ROOT, calls: dict | None = None
+                         ) -> dict[str, list[tuple[str, str]]]:
     """Claim ID -> [(name pattern, 'file::function')] of every figure name a test of that
     claim compares, found by reading the source. Names used in a module's helper functions
     (no claim marker) count for every claim of the module. A computed name is reported as
@@ -67,7 +70,8 @@ def static_figure_checks(root: Path = ROOT) -> dict[str, list[tuple[str, str]]]:
             names = []
             for call in ast.walk(fn):
                 f = getattr(call, "func", None)
-                pos = _FIGURE_CALLS.get(getattr(f, "attr", None)) if isinstance(call, ast.Call) else None
+                pos = (calls or _FIGURE_CALLS).get(getattr(f, "attr", None)) \
+                    if isinstance(call, ast.Call) else None
                 if pos is None or len(call.args) <= pos:
                     continue
                 names.append(_name_pattern(call.args[pos]) or "<computed>")
@@ -80,3 +84,8 @@ def static_figure_checks(root: Path = ROOT) -> dict[str, list[tuple[str, str]]]:
         for cid in module_ids:
             found.setdefault(cid, []).extend(helpers)
     return found
+
+
+def static_recorded_names(root: Path = ROOT) -> dict[str, list[tuple[str, str]]]:
+    """Claim ID -> [(name pattern, where)] of every measurement a test of it records."""
+    return static_figure_checks(root, _RECORD_CALLS)

@@ -162,3 +162,17 @@ def test_the_matrix_survives_runs_that_measured_nothing(tmp_path):
     assert (tmp_path / "out" / "matrix.html").exists()
     if HAS_MPL:
         assert len(res["figures"]) == 6 and all(f["note"] for f in res["figures"])
+
+
+@pytest.mark.skipif(not HAS_MPL, reason="matplotlib is not installed (pip install -e '.[figures]')")
+def test_every_figure_draws_from_a_real_report(tmp_path):
+    """On a kept run (claims/history), no figure fails to draw: a measurement a figure
+    reads and its DRAWN table does not declare raises, and the note says so."""
+    from support import figures
+    runs = sorted(p for p in matrix.HISTORY.glob("*/claims.json")
+                  if json.loads(p.read_text()).get("schema") == 2)
+    if not runs:
+        pytest.skip("no schema-2 run kept in claims/history")
+    newest = runs[-1]
+    drawn = figures.draw_all([(newest.parent.name, json.loads(newest.read_text()), [])], tmp_path)
+    assert drawn and not [f for f in drawn if "could not draw" in f.get("note", "")]

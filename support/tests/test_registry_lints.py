@@ -205,3 +205,22 @@ def test_the_readme_lists_every_command():
     text = (ROOT / "README.md").read_text()
     for name, (_, what) in cli.COMMANDS.items():
         assert f"| `{name}` | {what} |" in text, name
+
+
+def test_every_measurement_a_figure_draws_is_recorded_by_a_test():
+    """support/figures.py declares what it draws (DRAWN); a measurement renamed in a test
+    would otherwise turn its panel into "not measured" without anyone noticing."""
+    import fnmatch
+    from support.figures import DRAWN
+    recorded = sources.static_recorded_names()
+
+    def meet(pattern: str, glob: str) -> bool:
+        # a family "step_sizes_*" is recorded by f"step_sizes_{name}_steep" (the pattern
+        # "step_sizes_.+_steep"): some name fits both
+        example = re.sub(r"\\(.)", r"\1", pattern.replace(".+", "X"))
+        return bool(re.fullmatch(pattern, glob.replace("*", "X"))) or \
+            fnmatch.fnmatchcase(example, glob)
+
+    missing = [f"{cid}: {glob!r}" for cid, globs in DRAWN.items() for glob in globs
+               if not any(meet(p, glob) for p, _ in recorded.get(cid, []) if p != "<computed>")]
+    assert not missing, "figures draw measurements no test records:\n  " + "\n  ".join(missing)
