@@ -367,9 +367,19 @@ def cell_value(claim: dict | None, limit: int = 3) -> str:
     pick = (stated + other)[:limit]
     if len(figs) == 1 and pick:
         return fmt(pick[0][1]["value"])
-    text = "; ".join(f"{k.split(':')[-1]}={fmt(m['value'])}" for k, m in pick)
+    text = "; ".join(f"{_bare(k, claim)}={fmt(m['value'])}" for k, m in pick)
     more = len(figs) - len(pick)
     return text + (f"; +{more}" if more > 0 else "")
+
+
+def _bare(key: str, claim: dict) -> str:
+    """A measurement's name without the variant tag _figures put before it (names may hold
+    colons themselves: "kfold: HGB per fold")."""
+    for v in claim.get("variants", []):
+        tag = v.get("variant") or v.get("test", "").split("::")[-1].split("[")[0]
+        if key.startswith(f"{tag}:") and key[len(tag) + 1:] in (v.get("figures") or {}):
+            return key[len(tag) + 1:]
+    return key
 
 
 def fingerprint_rows(runs: list[Run]) -> list[tuple[str, list[str]]]:
