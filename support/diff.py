@@ -17,7 +17,7 @@ It prints
 * **not compared**: claims that ran in one run only (a tier, device or the data not selected);
 * **environment**: the versions and machine facts that differ.
 
-The comparison is :func:`support.matrix.differences` on the two runs, read in the OLD -> NEW
+The comparison is :func:`support.runs.differences` on the two runs, read in the OLD -> NEW
 direction. Exit status: 1 when a claim changed, 0 when none did (differing versions alone
 are not a change: a release that moves no sentence passes), 2 when an input is unreadable.
 
@@ -34,10 +34,10 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from . import matrix, page, tolerances
+from . import matrix, page, runs, tolerances
 
 # verdicts that say the claim was measured here; the verdict machinery may add more
-MEASURED = tuple(dict.fromkeys(matrix.EXECUTED + ("partial", "inconclusive")))
+MEASURED = tuple(dict.fromkeys(runs.EXECUTED + ("partial", "inconclusive")))
 NOT_ENV = ("label", "suite commit", "wall time (s)", "verdicts")
 COUNTED = ("verdict changed", "expectation changed", "became partial", "no longer partial",
            "became not-applicable", "no longer not-applicable", "figure moved", "value changed")
@@ -48,7 +48,7 @@ class DiffError(ValueError):
 
 
 # --------------------------------------------------------------------------- inputs
-def resolve(spec: str | Path, history: Path = matrix.HISTORY) -> Path:
+def resolve(spec: str | Path, history: Path = runs.HISTORY) -> Path:
     """A path, or ``last`` / ``last:LABEL``: the newest run kept in ``history`` (whose label,
     the folder name after its date, starts with ``LABEL-``)."""
     s = str(spec)
@@ -69,16 +69,16 @@ def _label_of(folder: str) -> str:
     return re.sub(r"^\d{4}-\d{2}-\d{2}-", "", folder)
 
 
-def load_run(spec: str | Path, history: Path = matrix.HISTORY) -> matrix.Run:
+def load_run(spec: str | Path, history: Path = runs.HISTORY) -> runs.Run:
     path = resolve(spec, history)
     if not path.exists():
         raise DiffError(f"{path}: no such file or folder")
-    runs, problems = matrix.load([path])
-    runs = [r for r in runs if r.claims]
-    if not runs:
+    loaded, problems = runs.load([path])
+    loaded = [r for r in loaded if r.claims]
+    if not loaded:
         why = "; ".join(p["problem"] for p in problems) or "no claims in it"
         raise DiffError(f"{path}: not a claims report ({why})")
-    return runs[0]
+    return loaded[0]
 
 
 # --------------------------------------------------------------------------- comparing
@@ -87,7 +87,7 @@ def _verdict(claim: dict | None) -> str:
 
 
 def _shown(claim: dict | None) -> str:
-    return _verdict(claim) + matrix._known(claim) if claim else "absent"
+    return _verdict(claim) + runs._known(claim) if claim else "absent"
 
 
 def _timing(old: dict | None, new: dict | None, moved: list[str]) -> bool:
@@ -99,23 +99,23 @@ def _timing(old: dict | None, new: dict | None, moved: list[str]) -> bool:
     if any(c.get("kind") == "d" or c.get("verdict") == "inconclusive" or _interval_judged(c)
            for c in claims):
         return True
-    return bool(moved) and all(matrix.TIMING.search(f) for f in moved)
+    return bool(moved) and all(runs.TIMING.search(f) for f in moved)
 
 
 def _interval_judged(claim: dict) -> bool:
     """Every figure that misses its rule is a timing judged by a bootstrap interval."""
-    missed = [m for m in matrix._figures(claim).values()
+    missed = [m for m in runs._figures(claim).values()
               if m.get("outcome") not in (None, "within")]
     return bool(missed) and all("interval" in m for m in missed)
 
 
-def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dict:
+def compare(old: runs.Run, new: runs.Run, count_timing: bool = False) -> dict:
     """The differences between two runs, OLD -> NEW, as rows of a report (see module doc)."""
     a, b = replace(old, name="old"), replace(new, name="new")
     same_rules = a.data.get("schema") == b.data.get("schema")
     rows: list[dict] = []
     seen: set[tuple[str, str]] = set()
-    for d in matrix.differences([a, b]):
+    for d in runs.differences([a, b]):
         vals = d.get("values", {})
         co, cn = a.claims.get(d["id"]), b.claims.get(d["id"])
         if d["kind"] == "figure moved" and not _figure_moved(co, cn, d, same_rules):
@@ -134,8 +134,8 @@ def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dic
         else:   # "figure moved", "value changed": the measured values, old -> new
             row["what"], row["figure"] = d["kind"], d["figure"]
             stated = f"stated {d['stated']}; " if "stated" in d else ""
-            row["detail"] = (f"{d['figure']}: {stated}{matrix.fmt(vals.get('old'))} -> "
-                             f"{matrix.fmt(vals.get('new'))}")
+            row["detail"] = (f"{d['figure']}: {stated}{runs.fmt(vals.get('old'))} -> "
+                             f"{runs.fmt(vals.get('new'))}")
         seen.add((row["id"], row["what"]))
         rows.append(row)
     # verdict changes the matrix does not count as executed (partial, inconclusive, ...), and
@@ -157,8 +157,8 @@ def compare(old: matrix.Run, new: matrix.Run, count_timing: bool = False) -> dic
         moved = [x["figure"] for x in rows if x["id"] == r["id"] and "figure" in x]
         noise = _timing(a.claims.get(r["id"]), b.claims.get(r["id"]), moved)
         (timing if noise and not count_timing else counted).append(r)
-    gaps = matrix.coverage_gaps([a, b])
-    env = [(k, vals[0], vals[1]) for k, vals in matrix.fingerprint_rows([a, b])
+    gaps = runs.coverage_gaps([a, b])
+    env = [(k, vals[0], vals[1]) for k, vals in runs.fingerprint_rows([a, b])
            if k not in NOT_ENV and vals[0] != vals[1]]
     return {"old": _describe(old), "new": _describe(new), "changes": counted,
             "timing": timing, "environment": env,
@@ -172,7 +172,7 @@ def _figure_moved(old: dict, new: dict, row: dict, same_rules: bool) -> bool:
     The same value judged by another rule, or a figure judged by the rules of another report
     schema, is not a move: when that changes the verdict, the verdict row says so.
     """
-    fo, fn = matrix._figures(old).get(row["figure"]), matrix._figures(new).get(row["figure"])
+    fo, fn = runs._figures(old).get(row["figure"]), runs._figures(new).get(row["figure"])
     if not fo or not fn or json.dumps(fo["value"]) == json.dumps(fn["value"]):
         return False
     if same_rules and "within" in fo and "within" in fn and fo["within"] != fn["within"]:
@@ -189,7 +189,7 @@ def _verdict_kind(old: str, new: str) -> str:
     return "verdict changed"
 
 
-def _describe(run: matrix.Run) -> dict:
+def _describe(run: runs.Run) -> dict:
     return {"path": str(run.path), "name": run.name, "label": run.label,
             "summary": {k: n for k, n in run.data.get("summary", {}).items() if n},
             "suite_commit": run.env.get("suite_commit"), "elapsed_s": run.data.get("elapsed_s")}
@@ -258,7 +258,7 @@ def document(res: dict) -> list:
     for title, rows in _tables(res):
         out += [page.Heading(2, title), page.Table(
             ["id", "what", "OLD", "NEW", "detail"],
-            [[r["id"], r["what"], matrix._verdict_cell(r["old"]), matrix._verdict_cell(r["new"]),
+            [[r["id"], r["what"], matrix.verdict_cell(r["old"]), matrix.verdict_cell(r["new"]),
               page.Cell(r["detail"], note=" ".join(x for x in (r["paraphrase"], r["reason"]) if x))]
              for r in rows], "diff")]
     if not res["changes"]:
@@ -317,7 +317,7 @@ def machine_name(env: dict) -> str:
 
 
 def keep(run: Path, label: str, machine: str | None = None, note: str = "",
-         history: Path = matrix.HISTORY, date: str | None = None) -> Path:
+         history: Path = runs.HISTORY, date: str | None = None) -> Path:
     """Copy a run's report into ``history/<date>-<label>-<machine>/`` with a NOTE.md."""
     src = Path(run)
     folder = src.parent if src.is_file() else src
@@ -337,7 +337,7 @@ def keep(run: Path, label: str, machine: str | None = None, note: str = "",
     return dest
 
 
-def _note(run: matrix.Run, label: str, note: str) -> str:
+def _note(run: runs.Run, label: str, note: str) -> str:
     env, v = run.env, run.env.get("versions", {})
     acc = ", ".join(f"{d.get('type')}: {d.get('name')}" for d in env.get("devices", [])
                     if d.get("type") not in ("cpu", None)) or "none"

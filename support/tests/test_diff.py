@@ -116,7 +116,7 @@ def test_unreadable_inputs_are_a_usage_error(tmp_path):
 
 def test_keep_adds_the_run_to_the_history_and_last_finds_it(tmp_path, monkeypatch):
     history = tmp_path / "history"
-    monkeypatch.setattr(diff.matrix, "HISTORY", history)
+    monkeypatch.setattr(diff.runs, "HISTORY", history)
     run = _copy(JAX04, tmp_path / "reports" / "latest")
     (run / "claims.md").write_text("# report\n")
     dest = diff.keep(run, "latest", note="tox -e latest -- --tier fast", history=history,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support import matrix
+from support import matrix, runs
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -169,10 +169,10 @@ def test_every_figure_draws_from_a_real_report(tmp_path):
     """On a kept run (claims/history), no figure fails to draw: a measurement a figure
     reads and its DRAWN table does not declare raises, and the note says so."""
     from support import figures
-    runs = sorted(p for p in matrix.HISTORY.glob("*/claims.json")
+    kept = sorted(p for p in runs.HISTORY.glob("*/claims.json")
                   if json.loads(p.read_text()).get("schema") == 2)
-    if not runs:
+    if not kept:
         pytest.skip("no schema-2 run kept in claims/history")
-    newest = runs[-1]
+    newest = kept[-1]
     drawn = figures.draw_all([(newest.parent.name, json.loads(newest.read_text()), [])], tmp_path)
     assert drawn and not [f for f in drawn if "could not draw" in f.get("note", "")]
