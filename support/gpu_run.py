@@ -122,6 +122,74 @@ def arguments(command: str, parser) -> None:
                         help="wall-clock budget for all steps (default 3600 s)")
 
 
+def _preflight(out: Path) -> str | None:
+    """The CUDA card's name, or None after saying loudly why nothing can run: a GPU run on a
+    machine without a GPU must not look like a pass."""
+    try:
+        import torch
+    except ImportError as exc:
+        _loud(f"gpu-run: torch is not importable ({exc}); install the suite first")
+        return None
+    if not torch.cuda.is_available():
+        from .devices import absent_reason
+        _loud("gpu-run: NO CUDA DEVICE. " + absent_reason("cuda") +
+              ".\nThis command runs the GPU tier and must run on a machine with a CUDA GPU; "
+              "nothing was run.")
+        (out / "summary.json").write_text(json.dumps(
+            {"ok": False, "error": "no CUDA device: " + absent_reason("cuda")}, indent=2))
+        return None
+    return torch.cuda.get_device_name(0)
+
+
+def _pytest(data: str | None) -> tuple[list[str], dict]:
+    """The pytest command every step extends, and its environment."""
+    # -c pins the ini (and so the rootdir and the plugins) whatever the other paths are;
+    # option values are joined with "=" so pytest never mistakes them for test paths
+    common = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "claims", "-q",
+              "--timeout=300"] + ([f"--concrete-data={data}"] if data else [])
+    env = dict(os.environ)
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # deterministic cuBLAS (RNG-08)
+    # JAX would otherwise take 75% of the card's memory the first time it is touched,
+    # leaving torch's claims the rest
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return common, env
+
+
+def _bench_step(dev: str, name: str, out: Path, scratch: Path, common: list[str], env: dict,
+                budget: float, logs: Path) -> dict:
+    """The bench tier on one device, into one benchmark JSON named by machine and versions."""
+    if budget < 30:
+        return {"step": f"bench-{dev}", "rc": 124, "skipped": "no time left in the budget"}
+    path = out / f"{label(name)}_{dev}.json"
+    extra = ["--require-device", "cuda"] if dev == "cuda" else []
+    st = _step(f"bench-{dev}", common + ["--tier", "bench", "--only-device", dev,
+                                         f"--benchmark-json={path}", "--benchmark-group-by",
+                                         "group", f"--claims-report={scratch / f'bench-{dev}'}"]
+               + extra, budget, logs, env)
+    st["benchmark_json"] = str(path) if path.exists() else None
+    bench_claims = scratch / f"bench-{dev}" / "claims.json"
+    if bench_claims.exists():   # which claims the benchmarks informed (no verdicts)
+        report = json.loads(bench_claims.read_text())
+        st["benchmarked_claims"] = sorted(
+            c["id"] for c in report.get("claims", [])
+            if any(v.get("verdict") == "benchmark" for v in c.get("variants", [])))
+    return st
+
+
+def _finish(summary: dict, out: Path, start: float) -> int:
+    rcs = [s["rc"] for s in summary["steps"]]
+    summary["ok"] = all(rc == 0 for rc in rcs)
+    summary["wall_s"] = round(time.time() - start, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(f"\ngpu-run: {'OK' if summary['ok'] else 'FAILED'} in {summary['wall_s']} s; "
+          f"report in {out}", flush=True)
+    if not summary["ok"]:
+        _loud("gpu-run FAILED: " + ", ".join(f"{s['step']} rc={s['rc']}"
+                                             for s in summary["steps"] if s["rc"]))
+    return next((rc for rc in rcs if rc), 0)
+
+
 def run(command: str, args) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -131,23 +199,10 @@ def run(command: str, args) -> int:
     logs.write_text("")
     scratch = Path(tempfile.mkdtemp(prefix="gpu_run_"))
     start = time.time()
-
-    # 1. preflight: a GPU run on a machine without a GPU must not look like a pass
-    try:
-        import torch
-    except ImportError as exc:
-        _loud(f"gpu-run: torch is not importable ({exc}); install the suite first")
-        return 2
-    if not torch.cuda.is_available():
-        from .devices import absent_reason
-        _loud("gpu-run: NO CUDA DEVICE. " + absent_reason("cuda") +
-              ".\nThis command runs the GPU tier and must run on a machine with a CUDA GPU; "
-              "nothing was run.")
-        (out / "summary.json").write_text(json.dumps(
-            {"ok": False, "error": "no CUDA device: " + absent_reason("cuda")}, indent=2))
+    gpu_name = _preflight(out)
+    if gpu_name is None:
         return 2
     from . import devices
-    gpu_name = torch.cuda.get_device_name(0)
     data = _find_data(args.concrete_data)
     summary: dict = {"ok": False, "out": str(out), "concrete_data": data,
                      "devices": {d: devices.fingerprint(d) for d in devices.present()},
@@ -155,62 +210,22 @@ def run(command: str, args) -> int:
     if data is None:
         print("NOTE: concrete data not found; claims training on it will be skipped",
               flush=True)
-    # -c pins the ini (and so the rootdir and the plugins) whatever the other paths are;
-    # option values are joined with "=" so pytest never mistakes them for test paths
-    common = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "claims", "-q",
-              "--timeout=300"]
-    if data:
-        common += [f"--concrete-data={data}"]
-    env = dict(os.environ)
-    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # deterministic cuBLAS (RNG-08)
-    # JAX would otherwise take 75% of the card's memory the first time it is touched,
-    # leaving torch's claims the rest
-    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    env.setdefault("PYTHONUNBUFFERED", "1")
+    common, env = _pytest(data)
 
     def left() -> float:
         return args.budget_s - (time.time() - start)
 
-    # 2. the GPU tier of the claims
-    claims_step = _step("claims-gpu", common + ["--tier", "gpu", "--require-device", "cuda",
-                                                 f"--claims-report={scratch / 'claims'}"],
-                        min(300.0, left() * (0.5 if not args.no_bench else 1.0)), logs, env)
+    # the GPU tier of the claims, then the benchmarks, one JSON file per device
+    summary["steps"].append(_step(
+        "claims-gpu", common + ["--tier", "gpu", "--require-device", "cuda",
+                                f"--claims-report={scratch / 'claims'}"],
+        min(300.0, left() * (0.5 if not args.no_bench else 1.0)), logs, env))
     for f in ("claims.md", "claims.json"):
         if (scratch / "claims" / f).exists():
             shutil.copy(scratch / "claims" / f, out / f)
-    summary["steps"].append(claims_step)
-
-    # 3. the benchmarks, one JSON file per device
     if not args.no_bench:
         for dev, name in (("cuda", gpu_name), ("cpu", "cpu")):
             budget = left() if dev == "cpu" else left() * 0.5
-            if budget < 30:
-                summary["steps"].append({"step": f"bench-{dev}", "rc": 124,
-                                         "skipped": "no time left in the budget"})
-                continue
-            path = out / f"{label(name)}_{dev}.json"
-            extra = ["--require-device", "cuda"] if dev == "cuda" else []
-            st = _step(f"bench-{dev}", common + ["--tier", "bench", "--only-device", dev,
-                                                 f"--benchmark-json={path}",
-                                                 "--benchmark-group-by", "group",
-                                                 f"--claims-report={scratch / f'bench-{dev}'}"]
-                       + extra, budget, logs, env)
-            st["benchmark_json"] = str(path) if path.exists() else None
-            bench_claims = scratch / f"bench-{dev}" / "claims.json"
-            if bench_claims.exists():   # which claims the benchmarks informed (no verdicts)
-                data = json.loads(bench_claims.read_text())
-                st["benchmarked_claims"] = sorted(
-                    c["id"] for c in data.get("claims", [])
-                    if any(v.get("verdict") == "benchmark" for v in c.get("variants", [])))
-            summary["steps"].append(st)
-
-    rcs = [s["rc"] for s in summary["steps"]]
-    summary["ok"] = all(rc == 0 for rc in rcs)
-    summary["wall_s"] = round(time.time() - start, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    print(f"\ngpu-run: {'OK' if summary['ok'] else 'FAILED'} in {summary['wall_s']} s; "
-          f"report in {out}", flush=True)
-    if not summary["ok"]:
-        _loud("gpu-run FAILED: " + ", ".join(f"{s['step']} rc={s['rc']}"
-                                                     for s in summary["steps"] if s["rc"]))
-    return next((rc for rc in rcs if rc), 0)
+            summary["steps"].append(_bench_step(dev, name, out, scratch, common, env, budget,
+                                                logs))
+    return _finish(summary, out, start)
