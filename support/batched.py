@@ -180,9 +180,9 @@ class _Adam:
         self.param.addcdiv_(self.exp_avg, denom, value=-step_size)
 
 
-def _train_group(data: Concrete, specs: list[Spec], epochs: int, optimizer: str,
-                 record: bool) -> list[TrainResult]:
-    B = len(specs)
+def _stack(data: Concrete, specs: list[Spec], epochs: int):
+    """Each network's data, initial weights (seeded as train() seeds them) and shuffles,
+    stacked: (preps, net, shuffle seeds, rows per network, X_train, y_train, X_val)."""
     preps, models, seeds = [], [], []
     for s in specs:
         tr, va = split(data, s.scheme, s.fold)
@@ -196,17 +196,28 @@ def _train_group(data: Concrete, specs: list[Spec], epochs: int, optimizer: str,
     Xtr = torch.cat([torch.from_numpy(p.X_train) for p in preps])                # (B n, 8)
     ytr = torch.cat([torch.from_numpy(p.y_train) for p in preps])[:, None]       # (B n, 1)
     Xva = torch.stack([torch.from_numpy(p.X_val) for p in preps])
-    net = _Stack(models)
+    return preps, _Stack(models), seeds, n, Xtr, ytr, Xva
+
+
+def _update(net: _Stack, specs: list[Spec], optimizer: str):
+    """The optimizer's step on the stacked parameters, as ``step(grad)``."""
     if optimizer == "adam":
         lrs = {s.lr for s in specs}
         if len(lrs) != 1:
             raise ValueError("Adam networks of one batch must share the learning rate")
-        adam = _Adam(net.flat, lrs.pop())
-    elif optimizer == "sgd":
+        return _Adam(net.flat, lrs.pop()).step
+    if optimizer == "sgd":
         # torch.optim.SGD's add_(grad, alpha=-lr), with a per-element alpha
         neg_lr = torch.tensor([-s.lr for s in specs], dtype=torch.float32)[net.owner]
-    else:
-        raise ValueError(f"optimizer must be 'adam' or 'sgd', not {optimizer!r}")
+        return lambda grad: net.flat.addcmul_(grad, neg_lr)
+    raise ValueError(f"optimizer must be 'adam' or 'sgd', not {optimizer!r}")
+
+
+def _train_group(data: Concrete, specs: list[Spec], epochs: int, optimizer: str,
+                 record: bool) -> list[TrainResult]:
+    B = len(specs)
+    preps, net, seeds, n, Xtr, ytr, Xva = _stack(data, specs, epochs)
+    step = _update(net, specs, optimizer)
     # networks without zero_grad use the running sum that .grad keeps when never cleared
     keep = torch.tensor([not s.zero_grad for s in specs])
     acc = torch.zeros_like(net.flat) if keep.any() else None
@@ -237,10 +248,7 @@ def _train_group(data: Concrete, specs: list[Spec], epochs: int, optimizer: str,
             if acc is not None:
                 acc.add_(grad)
                 grad = acc if keep_mask is None else torch.where(keep_mask, acc, grad)
-            if optimizer == "adam":
-                adam.step(grad)
-            else:
-                net.flat.addcmul_(grad, neg_lr)
+            step(grad)
         for i in range(B):
             results[i].train_loss.append(float(total[i]) / n)
             results[i].steps += steps_per_epoch
