@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 # command -> (module, one line of help)
@@ -48,7 +49,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: unknown command {command!r}\n\n{_overview()}", file=sys.stderr)
         return 2
     module_name, text = COMMANDS[command]
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:            # an optional extra the command needs
+        print(f"{PROG} {command}: {exc}", file=sys.stderr)
+        return 2
+    missing = [m for m in getattr(module, "NEEDS", ()) if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"{PROG} {command} needs {', '.join(missing)}: pip install -e '.[figures]'",
+              file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog=f"{PROG} {command}", description=text)
     module.arguments(command, parser)
     if getattr(module, "PASSES_UNKNOWN", False):      # e.g. stability hands them to pytest

@@ -7,8 +7,11 @@ from __future__ import annotations
 import math
 
 from .figures import (NOT_MEASURED, _color, _empty, _numbers, _png, _stated_mark, claim_figures,
-                      plt, stated_float, value)
+                      pyplot, stated_float, value)
 from .formatting import fmt
+
+
+plt = pyplot()
 
 
 def fmt_num(v) -> str:

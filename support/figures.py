@@ -17,14 +17,11 @@ import fnmatch
 import io
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from . import tolerances  # noqa: E402
+from . import tolerances
 
 NOT_MEASURED = "not measured in this run"
+# what the figures command needs beyond the suite (support/cli.py checks it first)
+NEEDS = ("matplotlib",)
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
 
 
@@ -116,6 +113,18 @@ def _numbers(v) -> list[float] | None:
 
 
 # --------------------------------------------------------------------------- drawing helpers
+def pyplot():
+    """matplotlib's pyplot on the file backend, imported only when a figure is drawn (so the
+    rest of this module, DRAWN included, needs no matplotlib)."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError("the figures need matplotlib: pip install -e '.[figures]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def _empty(ax, what: str) -> None:
     ax.text(0.5, 0.5, f"{what}\n{NOT_MEASURED}", ha="center", va="center",
             transform=ax.transAxes, color="#888", fontsize=10)
@@ -130,7 +139,7 @@ def _color(i: int) -> str:
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
+    pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -145,7 +154,7 @@ def draw_all(runs, out: Path | None = None) -> list[dict]:
     Returns [{name, title, file, png, note}]; writes ``<out>/<name>.png`` when ``out`` is given.
     A figure whose drawing raises is replaced by a panel saying why.
     """
-    from .figure_panels import FIGURES
+    from .figure_panels import FIGURES      # needs matplotlib
     result = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -153,7 +162,7 @@ def draw_all(runs, out: Path | None = None) -> list[dict]:
         try:
             png, note = fn(runs)
         except Exception as exc:  # noqa: BLE001 - one broken series must not stop the report
-            fig, ax = plt.subplots(figsize=(6.4, 2))
+            fig, ax = pyplot().subplots(figsize=(6.4, 2))
             _empty(ax, f"{title}: could not draw ({type(exc).__name__}: {exc})")
             png, note = _png(fig), f"could not draw: {exc}"
         path = None

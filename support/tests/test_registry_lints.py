@@ -224,3 +224,26 @@ def test_every_measurement_a_figure_draws_is_recorded_by_a_test():
     missing = [f"{cid}: {glob!r}" for cid, globs in DRAWN.items() for glob in globs
                if not any(meet(p, glob) for p, _ in recorded.get(cid, []) if p != "<computed>")]
     assert not missing, "figures draw measurements no test records:\n  " + "\n  ".join(missing)
+
+
+def test_every_command_module_imports_without_the_optional_extras():
+    """The test extra alone (no matplotlib, keras, onnx): every command's module imports,
+    the figures' DRAWN table too, and a command that needs an extra says which."""
+    import subprocess
+    import sys
+    code = """
+import sys
+for m in ("matplotlib", "keras", "onnx", "onnxruntime", "pandas", "flax"):
+    sys.modules[m] = None
+import importlib
+from support import cli
+for module, _ in cli.COMMANDS.values():
+    importlib.import_module(module)
+from support.figures import DRAWN
+assert cli.main(["figures", "no-such-report.json"]) == 2
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+    assert "needs matplotlib" in out.stderr
