@@ -87,6 +87,10 @@ def run_once(i: int, seed: int | None, args, passthrough: list[str]) -> dict:
     return {"run": i, "seed": seed, "exit": proc.returncode, "wall_s": round(wall, 1),
             "green": proc.returncode == 0, "summary": report.get("summary", {}),
             "unexpected": report.get("unexpected", []), "verdicts": _verdicts(report),
+            "report": bool(report),
+            # tests outside the claims (the harness's own, support/tests) fail a run too
+            "failed_tests": [ln for ln in proc.stdout.splitlines()
+                             if ln.startswith(("FAILED ", "ERROR "))],
             "pytest": tail[0] if tail else "", "command": " ".join(cmd[1:])}
 
 
@@ -142,8 +146,14 @@ def run(command: str, args) -> int:
     print("runs that went red:" if red else "runs that went red: none")
     for r in red:
         print(f"  run {r['run']} (seed {r['seed']}, exit {r['exit']}): {r['pytest']}")
-        for u in r["unexpected"] or ["(no claims report: see the run's log)"]:
+        for u in r["unexpected"]:
             print(f"    {u[:300]}")
+        if not r["report"]:
+            print("    (no claims report: see the run's log)")
+        elif not r["unexpected"]:
+            print("    every claim's verdict was as expected; tests that failed:")
+        for t in r["failed_tests"] if not r["unexpected"] else []:
+            print(f"    {t[:300]}")
     walls = [r["wall_s"] for r in runs]
     print(f"wall time per run: min {min(walls):.1f} s, median {sorted(walls)[len(walls) // 2]:.1f} s, "
           f"max {max(walls):.1f} s; logs and reports in {args.out}")
