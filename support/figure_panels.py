@@ -335,12 +335,18 @@ def crossover(runs) -> tuple[bytes, str]:
     return _png(fig), "" if has_gpu else "no GPU results in these runs: CPU curve only"
 
 
+# (name, title, function, the claims whose measurements or sentences it draws)
 FIGURES = (
-    ("fd_v", "Finite differences: error against step h, autodiff and careless-float lines", fd_v),
-    ("adam_paths", "Adam, momentum and SGD paths on the bowl (Fig. 70)", adam_paths),
-    ("adam_panels", "Adam step sizes, beta2 and eps panels (Fig. 71)", adam_panels),
+    ("fd_v", "Finite differences: error against step h, autodiff and careless-float lines", fd_v,
+     ("AD-12", "AD-14", "AD-15")),
+    ("adam_paths", "Adam, momentum and SGD paths on the bowl (Fig. 70)", adam_paths,
+     ("ADAM-09",)),
+    ("adam_panels", "Adam step sizes, beta2 and eps panels (Fig. 71)", adam_panels,
+     ("ADAM-15", "ADAM-16", "ADAM-06")),
     ("pathologies", "Training pathologies: no zero_grad, SGD lr sweep, Adam vs SGD raw/scaled",
-     pathologies),
-    ("trees_vs_nets", "Trees vs nets under the random and the grouped split (Fig. 68)", trees_vs_nets),
-    ("crossover", "CPU vs GPU width crossover (DEV-07)", crossover),
+     pathologies, ("STORY-06", "STORY-07", "STORY-08", "STORY-10", "STORY-11", "STORY-12",
+                   "LR-01", "LR-02", "LR-03")),
+    ("trees_vs_nets", "Trees vs nets under the random and the grouped split (Fig. 68)",
+     trees_vs_nets, ("SPLIT-01", "SPLIT-04", "SPLIT-06")),
+    ("crossover", "CPU vs GPU width crossover (DEV-07)", crossover, ("DEV-07",)),
 )

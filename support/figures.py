@@ -158,7 +158,7 @@ def draw_all(runs, out: Path | None = None) -> list[dict]:
     result = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    for name, title, fn in FIGURES:
+    for name, title, fn, _claims in FIGURES:
         try:
             png, note = fn(runs)
         except Exception as exc:  # noqa: BLE001 - one broken series must not stop the report

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import html
-import inspect
 import json
 import re
 from pathlib import Path
@@ -33,12 +32,11 @@ def _e(x) -> str:
 
 
 def figure_claims() -> dict[str, list[str]]:
-    """{claim id: [figure names]}: the claims each figure of support/figures.py draws,
-    read from the figure functions themselves."""
-    from . import figures
+    """{claim id: [figure names]}: the claims each figure of support/figure_panels.py draws."""
+    from .figure_panels import FIGURES
     out: dict[str, list[str]] = {}
-    for name, _title, fn in figures.FIGURES:
-        for cid in dict.fromkeys(re.findall(r'"([A-Z]{2,5}-\d\d)"', inspect.getsource(fn))):
+    for name, _title, _fn, claims in FIGURES:
+        for cid in claims:
             out.setdefault(cid, []).append(name)
     return out
 

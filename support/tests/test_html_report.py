@@ -176,3 +176,12 @@ def test_every_figure_draws_from_a_real_report(tmp_path):
     newest = kept[-1]
     drawn = figures.draw_all([(newest.parent.name, json.loads(newest.read_text()), [])], tmp_path)
     assert drawn and not [f for f in drawn if "could not draw" in f.get("note", "")]
+
+
+def test_every_claim_a_figure_reads_belongs_to_that_figure():
+    """A figure lists the claims it draws (the annotated notes embed it beside them)."""
+    from support.figures import DRAWN
+    pytest.importorskip("matplotlib")
+    from support.figure_panels import FIGURES
+    listed = {c for *_f, claims in FIGURES for c in claims}
+    assert set(DRAWN) <= listed, sorted(set(DRAWN) - listed)
