@@ -96,6 +96,15 @@ class ClaimRecorder:
         shrink its counterexample). Returns the value judged."""
         fig = self.figure(name)
         value = jsonable(value)
+        # halt judges this example alone: after one bad example the running worst would make
+        # every one Hypothesis tries while shrinking "fail", and it would shrink to nonsense
+        if halt and fig.judge(value, interval)[0] == "broken":
+            self._keep(name, fig, value, interval, unit, note, reduce)
+            raise AssertionError(f"{name} = {value!r} breaks its bound ({fig.rule()})")
+        self._keep(name, fig, value, interval, unit, note, reduce)
+        return self.measurements[name]["value"]
+
+    def _keep(self, name, fig, value, interval, unit, note, reduce) -> None:
         prev = self.measurements.get(name)
         count = 1
         if prev is not None and reduce in ("max", "min"):
@@ -119,9 +128,6 @@ class ClaimRecorder:
         if fig.reference:
             entry["reference"] = True
         self.measurements[name] = entry
-        if halt and entry["outcome"] == "broken":
-            raise AssertionError(f"{name} = {value!r} breaks its bound ({entry['rule']})")
-        return value
 
     def decided(self, name: str, value, interval=None) -> bool:
         """Whether ``claim.check(name, value, interval)`` would decide the figure (used to

@@ -145,3 +145,18 @@ def test_the_vocabulary_is_ordered_worst_first_and_complete():
     assert v.ORDER[0] == "error" and v.ORDER.index("fails") < v.ORDER.index("drift") \
         < v.ORDER.index("inconclusive") < v.ORDER.index("partial") < v.ORDER.index("holds")
     assert set(v.MUST_BE_EXPECTED) <= set(v.ORDER) and set(v.COLOURS) == set(v.ORDER)
+
+
+def test_halt_judges_the_example_not_the_running_worst():
+    """A property that halts on a broken bound must let Hypothesis shrink: after one bad
+    example, a good one passes (the report still keeps the worst)."""
+    from support.recorder import ClaimRecorder
+    from support.registry import Claim, Figure
+    c = Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
+              stated="", kind="g", tier="fast")
+    c.figures = {"share": [Figure("XX-01", "share", None, None, (Bound.parse("<= 1"),))]}
+    rec = ClaimRecorder(["XX-01"], {"XX-01": c})
+    with pytest.raises(AssertionError):
+        rec.check("share", 2.0, reduce="max", halt=True)
+    assert rec.check("share", 0.5, reduce="max", halt=True) == 2.0   # no raise
+    assert rec.measurements["share"]["outcome"] == "broken"
