@@ -57,7 +57,8 @@ def _bucketed_backward_log(rank, world, bucket_cap_mb):
     for n, p in model.named_parameters():
         # a tensor hook on a leaf runs the moment autograd has computed that gradient
         p.register_hook(lambda g, n=n: log.append(("grad", n)))
-    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
+    # None: DDP's default bucket size (torch 2.2 does not accept an explicit None)
+    ddp = DDP(model) if bucket_cap_mb is None else DDP(model, bucket_cap_mb=bucket_cap_mb)
 
     def logging_allreduce(state, bucket):
         log.append(("allreduce", bucket.index(), tuple(names[id(p)] for p in bucket.parameters())))
