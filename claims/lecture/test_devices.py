@@ -214,15 +214,21 @@ def test_repeated_cpu_timings_of_the_same_run_vary(claim, concrete):
     # other jobs made an epoch ~100x slower); the claim is about the spread, not the figure
     epochs = 2
     cmp = timing.compare({"cpu": real_model_trial(concrete, "cpu", epochs, threads=1)},
-                         repeats=5, max_seconds=2.0, min_repeats=3)
+                         repeats=8, max_seconds=2.0, min_repeats=5)
     n = len(cmp["cpu"].times)
     per_epoch = 1e3 * cmp["cpu"].min / epochs
-    claim.record(f"cpu ms per epoch (min of {n})", per_epoch, unit="ms",
-                 note="the notes: 8.6 ms, an earlier run 11.2 ms (another machine)")
-    claim.record(f"coefficient of variation over {n} trials", cmp["cpu"].cv)
-    claim.record(f"max/min over {n} trials", max(cmp["cpu"].times) / cmp["cpu"].min)
-    # "the least reproducible numbers": identical code, different times (catalogue: CV > 1%)
-    assert cmp["cpu"].cv > 0.01
+    claim.record("cpu ms per epoch (min)", per_epoch, unit="ms",
+                 note=f"min of {n}; the notes: 8.6 ms, an earlier run 11.2 ms (another machine)")
+    claim.record("coefficient of variation of the trials", cmp["cpu"].cv,
+                 note=f"{n} trials")
+    # "the least reproducible numbers": the same call, other times (the registry's bound:
+    # the slowest trial more than 1 % above the fastest, a spread that already moves the
+    # notes' printed 8.6) ...
+    claim.check("max/min over the trials", max(cmp["cpu"].times) / cmp["cpu"].min)
+    # ... while the numbers the same call computes reproduce to the bit
+    a, b = (real_model_trial(concrete, "cpu", epochs, threads=1)() for _ in range(2))
+    claim.record("RMSE of two of the trials", [a.rmse, b.rmse], unit="MPa")
+    assert a.rmse == b.rmse
 
 
 @pytest.mark.claim("DEV-15")
