@@ -203,7 +203,7 @@ def tape_nodes(loss) -> list:
 
 def hand_magnitudes(params: dict, x, y) -> dict:
     """For every adjoint of :func:`hand_adjoints`, the size rounding acts on (the "magnitude"
-    of support/tolerances.py's error models): the same chain with |.| of every factor, a
+    of support/error_models.py's models): the same chain with |.| of every factor, a
     difference counted as the sum of its sides' sizes, and the error a quantity carries in
     from earlier roundings counted with the size of what it came from (tanh' <= 1 passes the
     error of z to a unchanged). Two computations of an adjoint (the hand chain rule and

@@ -19,7 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from support import bowl, tolerances
+from support import bowl, error_models
 from support.optim_reference import SGD, Adam, AdamW, run
 
 STEPS_AGREE = 50          # protocol §9: 50 steps at lr 0.1 for the library comparisons
@@ -68,10 +68,10 @@ def max_abs_diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
 
 
-# the float64 error models of support/tolerances.py: a first step against its closed form,
+# the float64 error models of support/error_models.py: a first step against its closed form,
 # and two optimizer paths equal in exact arithmetic compared step by step
-FIRST_STEP = tolerances.model("adam:first-step-float64")
-LOCKSTEP = tolerances.model("optim:lockstep-float64")
+FIRST_STEP = error_models.model("adam:first-step-float64")
+LOCKSTEP = error_models.model("optim:lockstep-float64")
 
 
 def lockstep_share(claim, a, b, what: str) -> float:
@@ -561,7 +561,7 @@ def test_adamw_decay_is_applied_outside_the_adaptive_scaling(claim, lam, lr, sca
     decay = np.diff(w, axis=0) - adam_moves
     expected = -lr * lam * w[:-1]
     rel = float(np.max(np.abs(decay - expected)) / np.max(np.abs(expected)))
-    model = tolerances.model("adamw:decay-float64")
+    model = error_models.model("adamw:decay-float64")
     magnitude = (np.abs(w[:-1]) + np.abs(w[1:]) + np.abs(a[:-1]) + np.abs(a[1:])
                  + np.abs(expected))
     share = model.share(decay - expected, magnitude)

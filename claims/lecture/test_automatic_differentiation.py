@@ -14,7 +14,7 @@ import pytest
 import torch
 from hypothesis import example, given, strategies as st
 
-from support import tolerances, toy
+from support import error_models, toy
 from support.jaxutil import x64
 
 EPS64 = np.finfo(np.float64).eps
@@ -96,7 +96,7 @@ def _judge(claim, model: str, what: str, got, want, magnitude, n: int) -> None:
     """One example of a property "equal up to rounding": records the share of the error
     model's bound used and the error (the worst over the examples), and asserts the bound
     for this example (so that Hypothesis shrinks to it)."""
-    m = tolerances.model(model)
+    m = error_models.model(model)
     err = np.abs(np.asarray(got, dtype=np.float64) - np.asarray(want, dtype=np.float64))
     share = m.share(err, magnitude, n=n)
     claim.record("share_of_rounding_bound", share, reduce="max", note=m.describe(n))
@@ -228,7 +228,7 @@ def _smooth_torch(A, x):
 def _jacobian_magnitude(A, x):
     """The size rounding acts on in J_ij = (1 - t_i^2) A_ij S + t_i cos x_j + 2 z_i A_ij
     (z = A x, t = tanh z, S = sum sin x): every term by absolute value, z with its rounding
-    (Zm = |A||x|) and t with what it carries from z (support/tolerances.py, error models)."""
+    (Zm = |A||x|) and t with what it carries from z (support/error_models.py)."""
     z, Zm = A @ x, np.abs(A) @ np.abs(x)
     t = np.tanh(z)
     T = np.abs(t) + Zm

@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from support import tolerances
+from support import error_models
 
 
 N = st.integers(min_value=1, max_value=64)
@@ -235,8 +235,8 @@ def test_all_pairs_mse_is_minimised_by_the_batch_mean(claim):
         loss.backward()
         gmax = p.grad.abs().max().item()
         # 0 in exact arithmetic; the rounding of the mean and of the sum over the n pairs
-        # is relative to (2/n^2) sum_j (|p| + |y_j|) (support/tolerances.py, error models)
-        model = tolerances.model("shape:all-pairs-mean-float64")
+        # is relative to (2/n^2) sum_j (|p| + |y_j|) (support/error_models.py)
+        model = error_models.model("shape:all-pairs-mean-float64")
         magnitude = 2.0 / n**2 * float((p.detach()[0, 0].abs() + y.abs()).sum())
         share = model.share(gmax, magnitude, n=n)
         claim.record("max_grad_at_mean", gmax, reduce="max")

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from support import tolerances
+from support import error_models
 from support.data import lecture_split
 from support.train_torch import BATCH, mlp, torch_threads
 
@@ -57,7 +57,7 @@ def test_minibatch_gradients_are_noisy_estimates_of_the_full_gradient(claim, see
     # one, up to the rounding of sums over n rows whose terms cancel: relative to
     # (2/n) sum |x_ij y_i| (w = 0, so the residual is -y exactly)
     agree = (mean - full).abs().max().item() / full.abs().max().item()
-    model = tolerances.model("loop:batch-mean-float64")
+    model = error_models.model("loop:batch-mean-float64")
     magnitude = (2.0 / n) * (X.abs().T @ y.abs())
     share = model.share((mean - full).numpy(), magnitude.numpy(), n=n)
     # noisy: each single batch misses it
@@ -166,7 +166,7 @@ def test_mse_punishes_errors_quadratically_and_l1_linearly(claim, err):
     # MSE's pull on a prediction grows with its error (2 e / n); L1's is the same size for
     # every error (sign(e) / n), so doubling the errors doubles one and leaves the other;
     # each up to a few roundings of its value (the elementwise error model)
-    model = tolerances.model("loop:elementwise-float64")
+    model = error_models.model("loop:elementwise-float64")
     mse_formula, l1_formula = 2 * e / n, torch.sign(e) / n
     ratio_mse = (grad(nn.MSELoss(), 2 * e) / mse_g).max().item()
     ratio_l1 = (grad(nn.L1Loss(), 2 * e) / l1_g).max().item()

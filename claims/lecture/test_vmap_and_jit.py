@@ -15,7 +15,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from support import tolerances
+from support import error_models
 from support.jaxutil import x64
 
 
@@ -101,8 +101,8 @@ def test_grad_vmap_and_jit_compose(claim, composed):
             want = np.stack([np.asarray(one(w, x)) for x in X])
         err = float(np.max(np.abs(got - want)))
         # grad f = cos(w.x) x sum(w^2) + sin(w.x) 2 w: each term by absolute value, with the
-        # rounding w.x carries into sin and cos (support/tolerances.py, error models)
-        model = tolerances.model("jax:vmap-grad-float64")
+        # rounding w.x carries into sin and cos (support/error_models.py)
+        model = error_models.model("jax:vmap-grad-float64")
         wx, carried = X @ w, np.abs(X) @ np.abs(w)
         magnitude = (((np.abs(np.cos(wx)) + carried) * np.sum(w * w))[:, None] * np.abs(X)
                      + ((np.abs(np.sin(wx)) + carried)[:, None] * 2.0 * np.abs(w)[None, :]))

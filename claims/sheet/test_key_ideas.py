@@ -20,7 +20,7 @@ import pytest
 import torch
 from hypothesis import find, given, strategies as st
 
-from support import tolerances
+from support import error_models
 
 
 
@@ -245,7 +245,7 @@ def test_float_addition_is_not_associative(claim):
         for v in arr[::-1]:
             rev = np.float32(rev + v)
         # each order within gamma_(n-1) sum |x| of the exact sum (the error model)
-        model = tolerances.model("sum:two-orders")
+        model = error_models.model("sum:two-orders")
         magnitude = float(np.abs(arr.astype(np.float64)).sum())
         share = model.share(float(fwd) - float(rev), magnitude, n=len(arr) - 1)
         claim.record("share_of_rounding_bound", share, reduce="max",

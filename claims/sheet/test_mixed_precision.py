@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from torch import nn
 
-from support import devices, timing, tolerances
+from support import devices, error_models, timing
 from support.memory import SavedTensors
 
 F16 = torch.float16
@@ -117,7 +117,7 @@ def _backward_magnitudes(seed: int) -> list[torch.Tensor]:
     """For each gradient of ``_grads(seed, 1)``, the size rounding acts on (float64): the
     same backward with every factor replaced by its absolute value. A weight gradient is a
     sum over the 16 rows whose terms may cancel, so its rounding is relative to this, not
-    to the gradient (support/tolerances.py, "error models")."""
+    to the gradient (support/error_models.py)."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
     x, y = torch.randn(16, 4), torch.randn(16, 1)
@@ -153,7 +153,7 @@ def test_scaling_the_loss_by_a_power_of_two_scales_every_gradient_exactly(claim,
 @example(seed=0, s=3.0)
 def test_scaling_the_loss_by_any_factor_scales_the_gradients_up_to_rounding(claim, seed, s):
     g, gs = _grads(seed, 1.0), _grads(seed, s)
-    model = tolerances.model("amp02:scaled-backward")
+    model = error_models.model("amp02:scaled-backward")
     # every element against the float32 error model: two backward passes, each within
     # gamma_24 of S times the backward's magnitude (a batch of 16 rows)
     errors = [(b.double() - (s * a).double()).abs() for a, b in zip(g, gs)]
