@@ -146,7 +146,9 @@ def blas() -> list[dict]:
         return []
     keep = ("user_api", "internal_api", "prefix", "version", "architecture",
             "threading_layer", "num_threads")
-    return [{k: lib[k] for k in keep if lib.get(k) is not None} for lib in threadpool_info()]
+    # sorted: the load order of the libraries varies between processes and says nothing
+    libs = [{k: lib[k] for k in keep if lib.get(k) is not None} for lib in threadpool_info()]
+    return sorted(libs, key=lambda lib: (lib.get("user_api", ""), lib.get("prefix", "")))
 
 
 def fingerprint() -> dict:

@@ -50,6 +50,7 @@ class ClaimsState:
             root / exp_file if exp_file else expectations.EXPECTATIONS, registry=self.registry)
         self.records: list[dict] = []
         self.collected: dict[str, list[str]] = {}
+        self.environments: dict[str, dict] = {}      # xdist worker id -> its fingerprint
         self.started = time.time()
 
     @pytest.hookimpl(tryfirst=True)
@@ -174,6 +175,10 @@ def pytest_collection_modifyitems(session, config, items):
     state.collected = collected
     if hasattr(config, "workeroutput"):
         config.workeroutput["claims_collected"] = json.dumps(collected)
+        # the environment the tests run in is the worker's (its BLAS, its threads), taken
+        # before any test can change a switch; the controller need not import the frameworks
+        from .environment import fingerprint
+        config.workeroutput["claims_environment"] = json.dumps(fingerprint())
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -104,6 +104,19 @@ def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict
     return entry
 
 
+def _environment(state) -> dict:
+    """The workers' fingerprint under xdist (the first worker's; keys on which the workers
+    disagree are listed), else this process's."""
+    envs = [state.environments[k] for k in sorted(state.environments)]
+    if not envs:
+        return environment.fingerprint()
+    env = dict(envs[0])
+    differ = sorted({k for e in envs[1:] for k in set(e) | set(env) if e.get(k) != env.get(k)})
+    if differ:
+        env["workers_differ"] = differ
+    return env
+
+
 def build(state, elapsed: float = 0.0) -> dict:
     by_id: dict[str, list[dict]] = {}
     for rec in state.records:
@@ -126,7 +139,7 @@ def build(state, elapsed: float = 0.0) -> dict:
     unexpected = [p for r in state.records for p in r.get("unexpected", [])]
     return {
         "schema": SCHEMA,
-        "environment": environment.fingerprint(),
+        "environment": _environment(state),
         "elapsed_s": round(elapsed, 1),
         "summary": summary,
         "expected_verdicts": known,

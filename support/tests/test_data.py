@@ -20,7 +20,7 @@ from support import data as sdata
 
 ROOT = Path(__file__).resolve().parents[2]
 # a claim test that needs the data and runs in about a second once it has it
-DATA_TEST = "claims/lecture/test_limitations.py::test_the_tree_trains_on_concrete_in_under_a_second"
+DATA_TEST = "claims/lecture/test_look_at_the_rows.py::test_concrete_has_1030_results_with_eight_inputs_and_one_target"
 
 
 @pytest.fixture(scope="module")

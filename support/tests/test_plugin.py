@@ -306,6 +306,18 @@ def test_records_from_xdist_workers_are_merged(suite):
     result.assert_outcomes(passed=2)
     assert verdicts["XX-01"] == "holds" and verdicts["XX-02"] == "drift"
     assert all(c["tests"] for c in data["claims"] if c["id"] in ("XX-01", "XX-02"))
+    # the environment is the workers' (identical processes: nothing listed as differing)
+    assert data["environment"]["versions"]["pytest"] and "workers_differ" not in data["environment"]
+
+
+def test_the_report_names_what_differs_between_workers():
+    from types import SimpleNamespace
+    from support.report import _environment
+    base = {"python": "3.11", "threads": {"torch_threads": 2}, "blas": []}
+    other = dict(base, threads={"torch_threads": 1})
+    env = _environment(SimpleNamespace(environments={"gw1": other, "gw0": base}))
+    assert env["threads"] == {"torch_threads": 2} and env["workers_differ"] == ["threads"]
+    assert "workers_differ" not in _environment(SimpleNamespace(environments={"gw0": base, "gw1": base}))
 
 
 def test_claims_markdown_lists_every_claim(suite):
