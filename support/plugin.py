@@ -193,6 +193,8 @@ def pytest_testnodedown(node, error):
         for cid, nodes in json.loads(out["claims_collected"]).items():
             have = state.collected.setdefault(cid, [])
             have.extend(n for n in nodes if n not in have)
+    if "claims_environment" in out:
+        _state(node.config).environments[node.gateway.id] = json.loads(out["claims_environment"])
 
 
 # --------------------------------------------------------------------------- running

@@ -300,14 +300,18 @@ def test_select_one_claim_with_k_or_claim_option_and_tiers(suite):
     assert verdicts["XX-02"] == "not-run"
 
 
-def test_records_from_xdist_workers_are_merged(suite):
+def test_records_from_xdist_workers_are_merged(suite, monkeypatch):
     pytest.importorskip("xdist")
+    # the controller's own fingerprint, which the report must not use: the workers' is taken
+    from support import environment
+    monkeypatch.setattr(environment, "fingerprint", lambda: {"controller": True})
     result, data, verdicts = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "-n", "2", "-p", "xdist")
     result.assert_outcomes(passed=2)
     assert verdicts["XX-01"] == "holds" and verdicts["XX-02"] == "drift"
     assert all(c["tests"] for c in data["claims"] if c["id"] in ("XX-01", "XX-02"))
     # the environment is the workers' (identical processes: nothing listed as differing)
-    assert data["environment"]["versions"]["pytest"] and "workers_differ" not in data["environment"]
+    env = data["environment"]
+    assert "controller" not in env and env["versions"]["pytest"] and "workers_differ" not in env
 
 
 def test_the_report_names_what_differs_between_workers():
