@@ -197,7 +197,11 @@ def run(command: str, args) -> int:
     # claims.json, one benchmark JSON per device, summary.json and one log
     logs = out / "gpu_run.log"
     logs.write_text("")
-    scratch = Path(tempfile.mkdtemp(prefix="gpu_run_"))
+    with tempfile.TemporaryDirectory(prefix="gpu_run_") as scratch:
+        return _run_in(Path(scratch), out, logs, args)
+
+
+def _run_in(scratch: Path, out: Path, logs: Path, args) -> int:
     start = time.time()
     gpu_name = _preflight(out)
     if gpu_name is None:

@@ -16,6 +16,7 @@ taken; where file locks do not exist (support/locks.py) the tests run unlocked.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -36,6 +37,12 @@ def pytest_configure(config):
     elif inp is None and config.pluginmanager.hasplugin("xdist") and \
             config.getoption("dist", "no") != "no":
         config.stash[_dir_key] = tempfile.mkdtemp(prefix="claims-quiet-")
+
+
+def pytest_unconfigure(config):
+    """The controller made the lock folder; it removes it when the workers are gone."""
+    if getattr(config, "workerinput", None) is None and _dir_key in config.stash:
+        shutil.rmtree(config.stash[_dir_key], ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)
