@@ -82,7 +82,7 @@ class ClaimRecorder:
 
     def check(self, name: str, value, interval: tuple[float, float] | None = None,
               unit: str = "", note: str = "", reduce: str | None = None,
-              halt: bool = False):
+              halt: bool = False, timed: bool = False):
         """Compare ``value`` with the registry's figure ``name`` and record both.
 
         ``interval`` (lo, hi) is the measurement's uncertainty (a timing's bootstrap
@@ -93,18 +93,20 @@ class ClaimRecorder:
         tolerance makes it drift. ``reduce="max"``/``"min"`` keeps the worst value over
         repeated calls (a property's examples) and judges that. ``halt=True`` raises the
         AssertionError at once when a bound breaks (a Hypothesis property needs that to
-        shrink its counterexample). Returns the value judged."""
+        shrink its counterexample). ``timed=True`` says the interval comes from timings, so
+        the figure moves with the machine's load as well as with a release (``report diff``
+        sets such changes apart). Returns the value judged."""
         fig = self.figure(name)
         value = jsonable(value)
         # halt judges this example alone: after one bad example the running worst would make
         # every one Hypothesis tries while shrinking "fail", and it would shrink to nonsense
         if halt and fig.judge(value, interval)[0] == "broken":
-            self._keep(name, fig, value, interval, unit, note, reduce)
+            self._keep(name, fig, value, interval, unit, note, reduce, timed)
             raise AssertionError(f"{name} = {value!r} breaks its bound ({fig.rule()})")
-        self._keep(name, fig, value, interval, unit, note, reduce)
+        self._keep(name, fig, value, interval, unit, note, reduce, timed)
         return self.measurements[name]["value"]
 
-    def _keep(self, name, fig, value, interval, unit, note, reduce) -> None:
+    def _keep(self, name, fig, value, interval, unit, note, reduce, timed=False) -> None:
         prev = self.measurements.get(name)
         count = 1
         if prev is not None and reduce in ("max", "min"):
@@ -119,6 +121,7 @@ class ClaimRecorder:
             entry["count"] = count
         if interval is not None:
             entry["interval"] = [float(interval[0]), float(interval[1])]
+            entry["timed"] = timed
         if fig.stated is not None:
             entry["stated"] = fig.stated
             entry["tolerance"] = fig.tolerance().as_dict()

@@ -274,7 +274,7 @@ def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
             c.extend(min(step or max(5, c.rounds // 2), MAX_ROUNDS - c.rounds))
         est = estimate()
     lo, hi = est.interval
-    claim.check(name, est.value, interval=(lo, hi),
+    claim.check(name, est.value, interval=(lo, hi), timed=True,
                 note=f"{est.label} over {est.rounds} interleaved rounds; {LEVEL:.0%} "
                      f"bootstrap interval [{lo:.3g}, {hi:.3g}]")
     return est

@@ -214,8 +214,8 @@ def test_without_workers_the_gpu_waits_for_the_main_process(claim, device):
     # the interval is the range over the epochs: decided only when every epoch agrees
     idle0 = shares[0]
     claim.check("device idle share, 0 workers", float(np.median(idle0)),
-                interval=(min(idle0), max(idle0)))
+                timed=True, interval=(min(idle0), max(idle0)))
     drop = [a - b for a, b in zip(shares[0], shares[workers])]
     claim.check(f"idle share, 0 workers minus {workers} workers", float(np.median(drop)),
-                interval=(min(drop), max(drop)),
+                timed=True, interval=(min(drop), max(drop)),
                 note="the control: with the loading in worker processes the wait goes away")

@@ -107,6 +107,26 @@ def test_a_timing_that_misses_its_interval_is_not_counted_unless_asked(tmp_path)
     assert [r["id"] for r in diff.compare(old, new, count_timing=True)["changes"]] == ["TAPE-12"]
 
 
+def test_a_statistical_interval_that_misses_its_bound_is_a_change(tmp_path):
+    # STORY-04's fall in noise SDs comes with a +-2 SE interval over seeded epochs: it moves
+    # with a release, not with the load; the same figure marked timed is set apart
+    def stat(timed):
+        def edit(claims):
+            c = claims["STORY-04"]
+            c["verdict"] = "fails"
+            for v in c["variants"]:
+                v["figures"]["fall after the first epoch, in noise SDs"] = {
+                    "value": 2.53, "outcome": "broken", "rule": "bound >= 4",
+                    "interval": [1.63, 3.42], "timed": timed}
+        return edit
+    full = HISTORY / "2026-11-29-ci-full-torch213-jax010-cpu2core"    # STORY-04 holds there
+    old = diff.load_run(full)
+    res = diff.compare(old, diff.load_run(_copy(full, tmp_path / "s", stat(False))))
+    assert [r["id"] for r in res["changes"]] == ["STORY-04"] and res["timing"] == []
+    res = diff.compare(old, diff.load_run(_copy(full, tmp_path / "t", stat(True))))
+    assert res["changes"] == [] and [r["id"] for r in res["timing"]] == ["STORY-04"]
+
+
 def test_unreadable_inputs_are_a_usage_error(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     for bad in (tmp_path / "missing", tmp_path / "bad.json", "last:no-such-label"):

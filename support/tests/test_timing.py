@@ -72,6 +72,7 @@ def test_settle_adds_rounds_while_the_interval_straddles_the_bound(monkeypatch):
     assert c.rounds > 5 and est.value == 2.0
     assert rec.measurements["a/b"]["outcome"] == "within"
     assert rec.measurements["a/b"]["interval"] == list(est.interval)
+    assert rec.measurements["a/b"]["timed"] is True     # report diff sets it apart
 
 
 def test_settle_stops_when_the_budget_is_spent(monkeypatch):
