@@ -195,7 +195,8 @@ def test_without_workers_the_gpu_waits_for_the_main_process(claim, device):
         clock.finish()
         trials.append(clock.ms(t0, t1))
     inner = max(1, min(2000, round(load_ms / 2 / min(trials[3:]))))
-    claim.record("matrix products per step", inner, note=f"{size} x {size}, float32")
+    # named as a timing: it follows the machine's speed, and report diff sets it apart
+    claim.record("matrix products per step (sized by measured time)", inner, note=f"{size} x {size}, float32")
     loaders = {k: DataLoader(PidDataset(n, sleep=SLEEP_S), batch_size=batch, num_workers=k,
                              persistent_workers=k > 0) for k in (0, workers)}
     for loader in loaders.values():          # warm-up: worker start-up, first fetches
