@@ -66,6 +66,9 @@ def test_not_testable_claims_have_no_tests_and_a_reason(registry, markers):
     for cid, c in registry.items():
         if c.status == "not-testable":
             assert c.reason and cid not in markers, cid
+            # a whole sentence, never one cut off mid-way
+            assert len(c.reason.split()) >= 6 and c.reason.rstrip().endswith((".", ")", '"')), \
+                f"{cid}: not a full-sentence reason: {c.reason!r}"
 
 
 def test_expectations_name_registry_claims_and_give_reasons(registry):
