@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from . import devices, expectations
+from . import devices, environment, expectations
 from . import registry as reg
 from . import verdicts
 from .recorder import ClaimRecorder, NotApplicable
@@ -177,8 +177,7 @@ def pytest_collection_modifyitems(session, config, items):
         config.workeroutput["claims_collected"] = json.dumps(collected)
         # the environment the tests run in is the worker's (its BLAS, its threads), taken
         # before any test can change a switch; the controller need not import the frameworks
-        from .environment import fingerprint
-        config.workeroutput["claims_environment"] = json.dumps(fingerprint())
+        config.workeroutput["claims_environment"] = json.dumps(environment.fingerprint())
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -106,7 +106,7 @@ class ClaimRecorder:
         self._keep(name, fig, value, interval, unit, note, reduce, timed)
         return self.measurements[name]["value"]
 
-    def _keep(self, name, fig, value, interval, unit, note, reduce, timed=False) -> None:
+    def _keep(self, name, fig, value, interval, unit, note, reduce, timed) -> None:
         prev = self.measurements.get(name)
         count = 1
         if prev is not None and reduce in ("max", "min"):
