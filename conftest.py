@@ -6,7 +6,10 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["support.plugin", "support.devices_plugin", "support.quiet", "pytester"]
+# support.schedule before support.plugin, which imports it: a plugin module must be
+# imported by pytest first to have its asserts rewritten
+pytest_plugins = ["support.schedule", "support.plugin", "support.devices_plugin", "support.quiet",
+                  "pytester"]
 
 # Hypothesis profiles, selected with HYPOTHESIS_PROFILE (the default is "dev"):
 #   dev       explores: new random examples on every run, 40 per property; the README's test

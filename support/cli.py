@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch-data": ("support.data", "download the UCI concrete data into the cache, verified"),
     "check-data": ("support.data", "verify a concrete data file (or the cache)"),
     "gpu-run": ("support.gpu_run", "on a GPU machine: the GPU tier and the benchmarks, one folder"),
+    "durations": ("support.schedule", "keep a run's test durations: the order tests start in under -n"),
     "stability": ("support.stability", "run the test command N times, report what moved"),
 }
 PROG = "python -m support"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -52,42 +53,52 @@ def git_commit() -> str | None:
         return None
 
 
+# the frameworks whose state (threads, precision switches, devices) a fingerprint reads
+FRAMEWORKS = ("torch", "jax")
+
+
+def loaded() -> list[str]:
+    """The frameworks this process imported. A fingerprint describes what the run used: a
+    run whose tests never imported JAX does not import it (a second of start-up and as long
+    again at exit, in every nested pytest the suite's own tests start) to describe it; its
+    version is still listed, and the fingerprint names it under ``not_loaded``."""
+    return [f for f in FRAMEWORKS if f in sys.modules]
+
+
 def devices() -> list[dict]:
-    """Every device present, described by the device table's fingerprint (support/devices.py):
-    the same description benchmark files carry."""
+    """Every device present of the loaded frameworks, described by the device table's
+    fingerprint (support/devices.py): the same description benchmark files carry."""
     from . import devices as table
+    frameworks = loaded()
+    present = [d for d in table.KNOWN
+               if table.DEVICES[d].framework in frameworks and table.available(d)]
     return [dict(table.fingerprint(d), framework=table.DEVICES[d].framework,
-                 type=table.DEVICES[d].hardware) for d in table.present()]
+                 type=table.DEVICES[d].hardware) for d in present]
 
 
 def precision_switches() -> dict:
     out: dict = {}
-    try:
+    frameworks = loaded()
+    if "torch" in frameworks:
         import torch
         out["torch_default_dtype"] = str(torch.get_default_dtype())
         out["torch_float32_matmul_precision"] = torch.get_float32_matmul_precision()
         out["torch_cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
         out["torch_cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
         out["torch_deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
-    except ImportError:
-        pass
-    try:
+    if "jax" in frameworks:
         import jax
         out["jax_enable_x64_default"] = bool(jax.config.jax_enable_x64)
         out["jax_default_matmul_precision"] = str(jax.config.jax_default_matmul_precision)
         out["jax_threefry_partitionable"] = bool(getattr(jax.config, "jax_threefry_partitionable", False))
-    except ImportError:
-        pass
     return out
 
 
 def threads() -> dict:
     out = {"cpu_count": os.cpu_count()}
-    try:
+    if "torch" in loaded():
         import torch
         out["torch_threads"] = torch.get_num_threads()
-    except ImportError:
-        pass
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS"):
         if os.environ.get(var):
             out[var] = os.environ[var]
@@ -165,6 +176,7 @@ def fingerprint() -> dict:
         "precision": precision_switches(),
         "suite_commit": git_commit(),
         "ci": bool(os.environ.get("CI")),
+        **({"not_loaded": nl} if (nl := [f for f in FRAMEWORKS if f not in loaded()]) else {}),
     }
 
 

@@ -224,6 +224,12 @@ def trees_vs_nets(data: Concrete, fresh: bool = False) -> dict[str, dict[str, np
     return out
 
 
+def trees_vs_nets_networks() -> int:
+    """How many networks :func:`trees_vs_nets` trains (its jobs' specs; nothing is trained
+    here, so a timing test can count them without computing the bundle while it runs alone)."""
+    return sum(len(_jobs()[f"tvn-{scheme}"][0]) for scheme in SCHEMES)
+
+
 def hgb_seed_independent(data: Concrete, fresh: bool = False) -> bool:
     t = _bundle(data, fresh)["trees"]
     return all(t["seed_check"].values()) and t["early_stopping"] == {False}

@@ -26,7 +26,7 @@ import pytest
 
 from . import devices, environment, expectations
 from . import registry as reg
-from . import verdicts
+from . import schedule, verdicts
 from .recorder import ClaimRecorder, NotApplicable
 
 RECORD_KEY = "claim_record"
@@ -356,6 +356,7 @@ def pytest_sessionfinish(session, exitstatus):
     data["notes"] = _notes_check(config, state.registry)
     out = _report_dir(config)
     paths = report.write(data, out)
+    schedule.write(config, out)
     config.stash[_summary_key] = (data, paths)
     if devices.REQUIRED and data["summary"].get("partial"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

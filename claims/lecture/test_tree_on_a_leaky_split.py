@@ -171,8 +171,10 @@ def test_a_single_seed_could_show_the_mlp_winning_on_the_grouped_split(claim, tv
 
 
 @pytest.mark.claim("SPLIT-10")
-def test_the_comparison_trains_50_networks_and_takes_minutes_one_at_a_time(concrete, claim, tvn):
-    n = claim.check('networks', sum((tvn[s]['mlp'].size for s in tvn)))
+def test_the_comparison_trains_50_networks_and_takes_minutes_one_at_a_time(concrete, claim):
+    # counted from the comparison's jobs, not its results: this test runs alone
+    # (support/quiet.py), and training the shared bundle here would idle the other worker
+    n = claim.check('networks', experiments.trees_vs_nets_networks())
     # the course trains them one at a time: time a short one-at-a-time run and scale it
     # to 50 networks x 400 epochs (the cost per epoch is constant). CPU time of the
     # one-threaded loop, so that other work on a shared machine does not inflate it.
