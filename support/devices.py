@@ -95,9 +95,12 @@ def available(device: str) -> bool:
     raise ValueError(f"unknown device {device!r}; known: {', '.join(KNOWN)}")
 
 
-def present() -> list[str]:
-    """The devices this machine has, CPU first."""
-    return [d for d in KNOWN if available(d)]
+def present(frameworks=None) -> list[str]:
+    """The devices this machine has, CPU first; only those of ``frameworks`` when given
+    (names as in the table's ``framework`` column), so that a caller describing a run asks
+    nothing of a framework the run never imported."""
+    return [d for d in KNOWN
+            if (frameworks is None or DEVICES[d].framework in frameworks) and available(d)]
 
 
 def absent_reason(device: str) -> str:

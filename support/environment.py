@@ -69,11 +69,8 @@ def devices() -> list[dict]:
     """Every device present of the loaded frameworks, described by the device table's
     fingerprint (support/devices.py): the same description benchmark files carry."""
     from . import devices as table
-    frameworks = loaded()
-    present = [d for d in table.KNOWN
-               if table.DEVICES[d].framework in frameworks and table.available(d)]
     return [dict(table.fingerprint(d), framework=table.DEVICES[d].framework,
-                 type=table.DEVICES[d].hardware) for d in present]
+                 type=table.DEVICES[d].hardware) for d in table.present(loaded())]
 
 
 def precision_switches() -> dict:
@@ -94,8 +91,39 @@ def precision_switches() -> dict:
     return out
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def shared_threads() -> int | None:
+    """Intra-op threads for a test that runs beside the other xdist workers: this worker's
+    share of the cores, at least one. None outside a worker, or where the user chose a count
+    (``OMP_NUM_THREADS``): then every test keeps the frameworks' own setting."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or "PYTEST_XDIST_WORKER" not in os.environ \
+            or os.environ.get("OMP_NUM_THREADS"):
+        return None
+    return max(1, cores() // int(workers))
+
+
+def shared_env() -> dict[str, str]:
+    """For a process that a test starts beside the other workers: ``OMP_NUM_THREADS`` set to
+    :func:`shared_threads` (PyTorch and OpenMP read it as they start); empty where that is
+    None."""
+    n = shared_threads()
+    return {} if n is None else {"OMP_NUM_THREADS": str(n)}
+
+
 def threads() -> dict:
     out = {"cpu_count": os.cpu_count()}
+    if (shared := shared_threads()) is not None:
+        # support/quiet.py: tests beside another worker ran with this many; timing tests,
+        # which run alone, with the counts below
+        out["threads_beside_other_workers"] = shared
     if "torch" in loaded():
         import torch
         out["torch_threads"] = torch.get_num_threads()
@@ -163,6 +191,7 @@ def blas() -> list[dict]:
 
 
 def fingerprint() -> dict:
+    frameworks = loaded()
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -176,7 +205,7 @@ def fingerprint() -> dict:
         "precision": precision_switches(),
         "suite_commit": git_commit(),
         "ci": bool(os.environ.get("CI")),
-        **({"not_loaded": nl} if (nl := [f for f in FRAMEWORKS if f not in loaded()]) else {}),
+        **({"not_loaded": nl} if (nl := [f for f in FRAMEWORKS if f not in frameworks]) else {}),
     }
 
 

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from support import distributed
+from support.environment import shared_env
 from support.train_torch import mlp
 
 KERAS_INSTALL = "pip install 'keras>=3'  (or: pip install -e '.[frameworks]')"
@@ -57,9 +58,11 @@ def _installed(*modules: str) -> list[str]:
 
 def _keras_fits() -> dict[str, tuple[int, dict, str]]:
     """KERAS_SCRIPT under each backend, in fresh interpreters started side by side:
-    {backend: (returncode, parsed output, tail of stderr)}."""
+    {backend: (returncode, parsed output, tail of stderr)}. Under xdist they keep to this
+    worker's share of the cores (environment.shared_env)."""
     procs = {b: subprocess.Popen([sys.executable, "-c", KERAS_SCRIPT],
-                                 env=dict(os.environ, KERAS_BACKEND=b), stdout=subprocess.PIPE,
+                                 env=dict(os.environ, KERAS_BACKEND=b, **shared_env()),
+                                 stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
              for b in BACKENDS if not _installed(BACKENDS[b])}
     runs = {}

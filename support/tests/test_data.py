@@ -70,7 +70,8 @@ def server():
     """A loopback HTTP server; register routes with server.routes[path] = (bytes, cut)."""
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     _Handler.routes = {}
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next poll: at the default 0.5 s, half a second per test
+    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     t.start()
     httpd.base = f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.routes = _Handler.routes

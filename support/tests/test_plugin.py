@@ -90,7 +90,7 @@ def suite(pytester, monkeypatch):
         [pytest]
         claims_registry = reg
         claims_expectations = expect.toml
-        addopts = -p support.plugin -p no:cacheprovider
+        addopts = -p support.schedule -p support.plugin -p no:cacheprovider
     """))
     (pytester.path / "expect.toml").write_text("")
 
@@ -570,3 +570,112 @@ def test_a_timing_test_runs_while_no_other_test_runs(suite, pytester):
     # the whole timing span (from before its sleep) against every other test's span
     overlapping = [n for n, (a, b) in spans.items() if a < t1 and b > t0 - 0.3]
     assert not overlapping, (spans, (t0, t1))
+
+
+def test_a_test_beside_another_worker_gets_its_share_of_the_cores(suite, monkeypatch):
+    """support/quiet.py: under -n 2 a test that shares the machine runs PyTorch and the
+    OpenMP pools on its share of the cores, and gets the counts back after; a timing test,
+    which runs alone, keeps PyTorch's own count; a process a test starts gets the share."""
+    pytest.importorskip("xdist")
+    pytest.importorskip("torch")
+    # a count the user chose turns the share off (environment.shared_threads)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    src = """
+        import os
+        import pytest
+        import torch
+        from threadpoolctl import threadpool_info
+        from support.environment import cores, shared_env
+
+        DEFAULT = torch.get_num_threads()      # read at collection, before any test
+        SHARE = max(1, cores() // 2)
+
+        def openmp():
+            return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "openmp"}
+
+        @pytest.mark.timing
+        @pytest.mark.claim("XX-01")
+        def test_alone(claim):
+            assert torch.get_num_threads() == DEFAULT
+            assert shared_env() == {"OMP_NUM_THREADS": str(SHARE)}
+            claim.record("x", 1)
+
+        @pytest.mark.claim("XX-02")
+        @pytest.mark.parametrize("i", range(2))
+        def test_beside(claim, i):
+            assert torch.get_num_threads() == SHARE
+            assert openmp() <= {SHARE}
+            claim.record("x", 1)
+    """
+    result, _, _ = suite(src, "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    result.assert_outcomes(passed=3)
+
+
+def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pytester):
+    """support/schedule.py: under -n 2 the timing tests run before the rest, and the tests
+    of one timing module all run on the worker that started it, so that its module-scoped
+    fixture (the jit table: seconds of timing under the exclusive lock) is set up once."""
+    pytest.importorskip("xdist")
+    log = pytester.path / "log.txt"
+    common = f"""
+        import os, time
+        import pytest
+
+        def note(*words):
+            with open({str(log)!r}, "a") as fh:
+                fh.write(" ".join(map(str, (*words, os.environ["PYTEST_XDIST_WORKER"]))) + "\\n")
+
+        @pytest.fixture(scope="module")
+        def table():
+            note("setup", __name__)
+    """
+    timed = """
+        @pytest.mark.timing
+        @pytest.mark.claim("XX-01")
+        @pytest.mark.parametrize("i", range(4))
+        def test_timed(claim, table, i):
+            t0 = time.time()
+            time.sleep(0.05)
+            note("timing", t0, time.time())
+            claim.record("x", 1)
+    """
+    pytester.makepyfile(test_jit=textwrap.dedent(common) + textwrap.dedent(timed),
+                        test_alone=textwrap.dedent(common) + textwrap.dedent(timed))
+    result, _, _ = suite(textwrap.dedent(common) + textwrap.dedent("""
+        @pytest.mark.claim("XX-02")
+        @pytest.mark.parametrize("i", range(6))
+        def test_other(claim, i):
+            t0 = time.time()
+            time.sleep(0.02)
+            note("other", t0, time.time())
+            claim.record("x", 1)
+    """), "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    result.assert_outcomes(passed=14)
+    lines = [line.split() for line in log.read_text().splitlines()]
+    setups = [(mod, worker) for kind, mod, worker in (x for x in lines if x[0] == "setup")
+              if mod in ("test_jit", "test_alone")]
+    assert sorted(m for m, _ in setups) == ["test_alone", "test_jit"], setups
+    timing_end = max(float(x[2]) for x in lines if x[0] == "timing")
+    other_start = min(float(x[1]) for x in lines if x[0] == "other")
+    assert other_start >= timing_end, "a test started while timing tests were left"
+
+
+@pytest.mark.timeout(120)
+def test_a_crashed_workers_timing_module_goes_to_the_other_worker(suite, pytester):
+    """support/schedule.py: a module belongs to the worker that started it; when that worker
+    dies, the module's remaining tests run elsewhere instead of waiting for it forever."""
+    pytest.importorskip("xdist")
+    result, _, verdicts = suite("""
+        import os
+        import pytest
+
+        @pytest.mark.timing
+        @pytest.mark.claim("XX-01")
+        @pytest.mark.parametrize("i", range(4))
+        def test_timed(claim, i):
+            if i == 0:
+                os._exit(1)
+            claim.record("x", 1)
+    """, "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*test_timed[[]0[]]*"])

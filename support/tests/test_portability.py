@@ -76,3 +76,26 @@ def test_a_non_editable_install_refuses_with_the_reason(tmp_path):
     assert out.returncode != 0
     assert "runs from a checkout of the suite" in out.stderr
     assert "pip install -e ." in out.stderr
+
+
+def test_a_fingerprint_asks_nothing_of_a_framework_the_run_never_imported():
+    # a nested pytest run (the suite's own tests start many) must not import JAX to describe
+    # itself; the fingerprint still names it, under not_loaded
+    out = _python("""
+import json, sys
+from support import devices, environment
+fp = environment.fingerprint()
+assert "torch" not in sys.modules and "jax" not in sys.modules, sorted(sys.modules)
+import torch
+after = environment.fingerprint()
+assert "jax" not in sys.modules
+print(json.dumps([fp["not_loaded"], fp["devices"], after["not_loaded"],
+                  [d["framework"] for d in after["devices"]],
+                  [d for d in devices.present() if not devices.DEVICES[d].accelerator]]))
+""")
+    assert out.returncode == 0, out.stderr
+    not_loaded, devs, after_not_loaded, after_frameworks, cpus = json.loads(out.stdout)
+    assert not_loaded == ["torch", "jax"] and devs == []
+    assert after_not_loaded == ["jax"] and set(after_frameworks) == {"torch"}
+    # present() without a filter asks every framework (it imports JAX): both CPUs
+    assert cpus == ["cpu", "jax:cpu"]
