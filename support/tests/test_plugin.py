@@ -573,42 +573,55 @@ def test_a_timing_test_runs_while_no_other_test_runs(suite, pytester):
 
 
 def test_a_test_beside_another_worker_gets_its_share_of_the_cores(suite, monkeypatch):
-    """support/quiet.py: under -n 2 a test that shares the machine runs PyTorch and the
-    OpenMP pools on its share of the cores, and gets the counts back after; a timing test,
-    which runs alone, keeps PyTorch's own count; a process a test starts gets the share."""
+    """support/quiet.py: under -n 2 a test that shares the machine runs the OpenMP and BLAS
+    pools on its share of the cores (PyTorch too: the next test) and gets the counts back
+    after; a timing test, which runs alone, keeps the counts the process started with; a
+    process a test starts is given the share."""
     pytest.importorskip("xdist")
-    pytest.importorskip("torch")
     # a count the user chose turns the share off (environment.shared_threads)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     src = """
-        import os
+        import numpy                          # its BLAS pool, loaded before any test
         import pytest
-        import torch
         from threadpoolctl import threadpool_info
         from support.environment import cores, shared_env
 
-        DEFAULT = torch.get_num_threads()      # read at collection, before any test
-        SHARE = max(1, cores() // 2)
+        def pools():
+            return sorted(lib["num_threads"] for lib in threadpool_info())
 
-        def openmp():
-            return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "openmp"}
+        DEFAULT = pools()                     # read at collection, before any test
+        SHARE = max(1, cores() // 2)
 
         @pytest.mark.timing
         @pytest.mark.claim("XX-01")
         def test_alone(claim):
-            assert torch.get_num_threads() == DEFAULT
+            assert pools() == DEFAULT
             assert shared_env() == {"OMP_NUM_THREADS": str(SHARE)}
             claim.record("x", 1)
 
         @pytest.mark.claim("XX-02")
         @pytest.mark.parametrize("i", range(2))
         def test_beside(claim, i):
-            assert torch.get_num_threads() == SHARE
-            assert openmp() <= {SHARE}
+            assert DEFAULT and pools() == [SHARE] * len(DEFAULT)
             claim.record("x", 1)
     """
     result, _, _ = suite(src, "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
     result.assert_outcomes(passed=3)
+
+
+def test_the_share_sets_torchs_threads_and_restores_them():
+    torch = pytest.importorskip("torch")
+    from threadpoolctl import threadpool_info
+    from support.quiet import _Share
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        with _Share(1)():
+            assert torch.get_num_threads() == 1
+            assert {lib["num_threads"] for lib in threadpool_info()} == {1}
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pytester):
