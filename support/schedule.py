@@ -146,7 +146,9 @@ def pytest_xdist_make_scheduler(config, log):
           runs alone) until it ends.
         * Of those, the first in the collection order whose module no other worker has
           started; a worker that has none is sent nothing until the other worker finishes a
-          test (its timing test would wait for the lock anyway).
+          test (its timing test would wait for the lock anyway). Nor is it sent the first
+          test after them while another worker still holds timing tests (a worker that holds
+          some is: it runs a test only once it knows the next).
         * After the timing tests, the same preference, and when every pending test belongs
           to another worker's module, the first pending test: no worker waits while tests
           are pending.
@@ -161,20 +163,37 @@ def pytest_xdist_make_scheduler(config, log):
             assert self.collection is not None
             if self.timing is None:
                 self.timing = _timing_ids(self.config)
-            timing_left = [i for i in self.pending if self.collection[i] in self.timing]
-            candidates = timing_left or self.pending
-            picked = [i for i in candidates
-                      if self.owner.get(module(self.collection[i]), node) is node][:num]
-            if not picked and not timing_left:
-                picked = candidates[:num]
+            picked: list[int] = []
+            while len(picked) < num and (index := self._pick(node, picked)) is not None:
+                picked.append(index)
+                self.owner.setdefault(module(self.collection[index]), node)
             if not picked:
                 return
-            for index in picked:
-                self.owner.setdefault(module(self.collection[index]), node)
             chosen = set(picked)
             self.pending[:] = [i for i in self.pending if i not in chosen]
             self.node2pending[node].extend(picked)
             node.send_runtest_some(picked)
+
+        def _pick(self, node, picked: list[int]) -> int | None:
+            """The next test for ``node`` (``picked``: chosen for it in this round), or
+            None: the rules in the class docstring."""
+            pending = [i for i in self.pending if i not in picked]
+            timing_left = [i for i in pending if self.collection[i] in self.timing]
+            holds = self._holds_timing(node) or any(self.collection[i] in self.timing
+                                                    for i in picked)
+            if not timing_left and not holds \
+                    and any(self._holds_timing(other) for other in self.nodes if other is not node):
+                # another worker's last timing tests are still queued: a test sent here
+                # would start between two of them and hold the next one as long as it runs
+                return None
+            candidates = timing_left or pending
+            for index in candidates:
+                if self.owner.get(module(self.collection[index]), node) is node:
+                    return index
+            return candidates[0] if candidates and not timing_left else None
+
+        def _holds_timing(self, node) -> bool:
+            return any(self.collection[i] in self.timing for i in self.node2pending[node])
 
         def remove_node(self, node):
             # a crashed worker's modules go to whoever asks next (xdist re-queues its tests)

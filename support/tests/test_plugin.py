@@ -668,9 +668,12 @@ def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pyt
     setups = [(mod, worker) for kind, mod, worker in (x for x in lines if x[0] == "setup")
               if mod in ("test_jit", "test_alone")]
     assert sorted(m for m, _ in setups) == ["test_alone", "test_jit"], setups
-    timing_end = max(float(x[2]) for x in lines if x[0] == "timing")
-    other_start = min(float(x[1]) for x in lines if x[0] == "other")
-    assert other_start >= timing_end, "a test started while timing tests were left"
+    # each worker starts with timing tests (a worker that still holds timing tests when the
+    # last are sent may be sent the next test, so the boundary is not exact)
+    timing_start = min(float(x[1]) for x in lines if x[0] == "timing")
+    other_start = sorted(float(x[1]) for x in lines if x[0] == "other")
+    ends = sorted(float(x[2]) for x in lines if x[0] == "timing")
+    assert timing_start < other_start[0] and other_start[0] >= ends[-3], (ends, other_start)
 
 
 @pytest.mark.timeout(120)
