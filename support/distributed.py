@@ -19,6 +19,7 @@ group is started once per test run however the tests that read it are distribute
 from __future__ import annotations
 
 import datetime
+import gc
 import multiprocessing as mp
 import os
 import pickle
@@ -123,6 +124,8 @@ def _entry(fn, rank: int, world_size: int, port: int, backend: str, timeout: flo
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        # the process ends here: its last collection would walk everything torch built
+        gc.freeze()
 
 
 def _stop(procs) -> None:

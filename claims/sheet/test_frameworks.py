@@ -49,6 +49,10 @@ KERAS_SCRIPT = textwrap.dedent('''
     print(json.dumps({"backend": keras.backend.backend(), "keras": keras.__version__,
                       "loss": [float(v) for v in history.history["loss"]],
                       "torch": getattr(torch, "__version__", None)}))
+    # the interpreter's last collection walks everything keras and its backend built: about
+    # a second per process at exit; frozen, the memory is left to the OS
+    import gc
+    gc.freeze()
 ''')
 
 
