@@ -19,8 +19,9 @@ else to do. A module-scoped fixture is set up once per worker that runs the modu
 whenever that worker's next test comes from another module; spread over both workers and
 interleaved, the jit table of test_vmap_and_jit_timing.py (3.5 s, timed under the exclusive
 lock while the other core idles) was measured three times per run. Ties keep the collected
-order (pytest-random-order's shuffle stays in force among them); a test with no recorded
-duration counts as instant. Without xdist the order is left as collected.
+order; a test with no recorded duration counts as instant. Without xdist, or when
+pytest-random-order is asked to shuffle (``--random-order``, ``--random-order-bucket``; the
+``stability`` command does), the order is left as collected: the scheduler's rules still hold.
 
 Every run writes the durations it measured (setup + call + teardown of each test, seconds) to
 ``durations.json`` beside claims.json; ``python -m support durations`` copies a run's into
@@ -87,8 +88,11 @@ def pytest_collection_modifyitems(session, config, items):
     if not _distributes(config):
         return
     from .quiet import is_timing
-    seconds = load()
     timing = {item.nodeid: is_timing(item) for item in items}
+    _publish_timing(config, [n for n, t in timing.items() if t])
+    if _shuffled(config):
+        return
+    seconds = load()
     per_module: dict[tuple, float] = {}
     for item in items:
         key = (timing[item.nodeid], module(item.nodeid))
@@ -102,7 +106,18 @@ def pytest_collection_modifyitems(session, config, items):
 
     # sort is stable: equal keys keep the order the earlier hooks left
     items.sort(key=order)
-    _publish_timing(config, [n for n, t in timing.items() if t])
+
+
+def _shuffled(config) -> bool:
+    """True when the user asked pytest-random-order for a shuffled order (``stability``
+    does, to run the tests in another order each time): that order is kept."""
+    if not config.pluginmanager.hasplugin("random_order"):
+        return False
+    try:
+        from random_order.config import Config
+    except ImportError:  # pragma: no cover - another layout of the plugin
+        return False
+    return bool(Config(config).is_enabled)
 
 
 def module(nodeid: str) -> str:
@@ -144,8 +159,8 @@ def pytest_xdist_make_scheduler(config, log):
         * While timing tests are pending, a worker is sent only timing tests: one that
           started a long test instead would hold the other worker's next timing test (which
           runs alone) until it ends.
-        * Of those, the first in the collection order whose module no other worker has
-          started; a worker that has none is sent nothing until the other worker finishes a
+        * Of those, one of the module the worker was last sent, else the first in the
+          collection order whose module no other worker has started; a worker that has none is sent nothing until the other worker finishes a
           test (its timing test would wait for the lock anyway). Nor is it sent the first
           test after them while another worker still holds timing tests (a worker that holds
           some is: it runs a test only once it knows the next).
@@ -157,6 +172,7 @@ def pytest_xdist_make_scheduler(config, log):
         def __init__(self, config, log=None):
             super().__init__(config, log)
             self.owner: dict[str, object] = {}
+            self.last: dict[object, str] = {}
             self.timing: set[str] | None = None
 
         def _send_tests(self, node, num):
@@ -167,6 +183,7 @@ def pytest_xdist_make_scheduler(config, log):
             while len(picked) < num and (index := self._pick(node, picked)) is not None:
                 picked.append(index)
                 self.owner.setdefault(module(self.collection[index]), node)
+                self.last[node] = module(self.collection[index])
             if not picked:
                 return
             chosen = set(picked)
@@ -187,6 +204,12 @@ def pytest_xdist_make_scheduler(config, log):
                 # would start between two of them and hold the next one as long as it runs
                 return None
             candidates = timing_left or pending
+            # the module the worker ran last first: in a shuffled order too, its tests run
+            # back to back and the module's fixtures are set up once
+            last = self.last.get(node)
+            for index in candidates:
+                if module(self.collection[index]) == last:
+                    return index
             for index in candidates:
                 if self.owner.get(module(self.collection[index]), node) is node:
                     return index
@@ -198,6 +221,7 @@ def pytest_xdist_make_scheduler(config, log):
         def remove_node(self, node):
             # a crashed worker's modules go to whoever asks next (xdist re-queues its tests)
             self.owner = {m: n for m, n in self.owner.items() if n is not node}
+            self.last.pop(node, None)
             return super().remove_node(node)
 
         def mark_test_complete(self, node, item_index, duration=0):

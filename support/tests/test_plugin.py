@@ -630,11 +630,17 @@ def test_the_share_sets_torchs_threads_and_restores_them():
         torch.set_num_threads(before)
 
 
-def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pytester):
+@pytest.mark.parametrize("order", [[], ["--random-order-bucket=global"]],
+                         ids=["durations", "shuffled"])
+def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pytester, order):
     """support/schedule.py: under -n 2 the timing tests run before the rest, and the tests
     of one timing module all run on the worker that started it, so that its module-scoped
-    fixture (the jit table: seconds of timing under the exclusive lock) is set up once."""
+    fixture (the jit table: seconds of timing under the exclusive lock) is set up once; in an
+    order pytest-random-order shuffled too (the scheduler keeps it and still sends the timing
+    tests first)."""
     pytest.importorskip("xdist")
+    if order:
+        pytest.importorskip("random_order")
     log = pytester.path / "log.txt"
     common = f"""
         import os, time
@@ -668,7 +674,7 @@ def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pyt
             time.sleep(0.02)
             note("other", t0, time.time())
             claim.record("x", 1)
-    """), "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    """), "", "-n", "2", "-p", "xdist", "-p", "support.quiet", *order)
     result.assert_outcomes(passed=14)
     lines = [line.split() for line in log.read_text().splitlines()]
     setups = [(mod, worker) for kind, mod, worker in (x for x in lines if x[0] == "setup")
