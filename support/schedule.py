@@ -160,10 +160,11 @@ def pytest_xdist_make_scheduler(config, log):
           started a long test instead would hold the other worker's next timing test (which
           runs alone) until it ends.
         * Of those, one of the module the worker was last sent, else the first in the
-          collection order whose module no other worker has started; a worker that has none is sent nothing until the other worker finishes a
-          test (its timing test would wait for the lock anyway). Nor is it sent the first
-          test after them while another worker still holds timing tests (a worker that holds
-          some is: it runs a test only once it knows the next).
+          collection order whose module no other worker has started; a worker that has none
+          is sent nothing until the other worker finishes a test (its timing test would wait
+          for the lock anyway). Nor is it sent the first test after them while another worker
+          still holds timing tests (a worker that holds some is: it runs a test only once it
+          knows the next).
         * After the timing tests, the same preference, and when every pending test belongs
           to another worker's module, the first pending test: no worker waits while tests
           are pending.

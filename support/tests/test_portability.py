@@ -83,7 +83,7 @@ def test_a_fingerprint_asks_nothing_of_a_framework_the_run_never_imported():
     # itself; the fingerprint still names it, under not_loaded
     out = _python("""
 import json, sys
-from support import devices, environment
+from support import environment
 fp = environment.fingerprint()
 assert "torch" not in sys.modules and "jax" not in sys.modules, sorted(sys.modules)
 import torch
