@@ -6,10 +6,10 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-# support.schedule before support.plugin, which imports it: a plugin module must be
-# imported by pytest first to have its asserts rewritten
-pytest_plugins = ["support.schedule", "support.plugin", "support.devices_plugin", "support.quiet",
-                  "pytester"]
+# the harness's plugins (support/harness/): they share the run's state through
+# support/harness/session.py and import none of each other
+pytest_plugins = ["support.harness.plugin", "support.harness.device_options",
+                  "support.harness.timing_lock", "support.harness.schedule", "pytester"]
 
 # Hypothesis profiles, selected with HYPOTHESIS_PROFILE (the default is "dev"):
 #   dev       explores: new random examples on every run, 40 per property; the README's test
@@ -42,7 +42,7 @@ def pytest_configure(config):
     source = _data_source(config)
     if source is None or config.getoption("help", False):
         return
-    from support.data import DataError, load_concrete
+    from support.lab.data import DataError, load_concrete
     try:
         config.stash[_CONCRETE] = load_concrete(source)
     except DataError as exc:
@@ -54,7 +54,7 @@ def concrete(request):
     """The verified UCI concrete table: the path named (checked at start-up), else the user
     cache. With neither, skips with the way to get it (an error under --require-data); a
     wrong file in the cache is an error."""
-    from support.data import ZIP_MEMBER, cache_dir, load_concrete, missing_message
+    from support.lab.data import ZIP_MEMBER, cache_dir, load_concrete, missing_message
     named = request.config.stash.get(_CONCRETE, None)
     if named is not None:
         return named
@@ -74,6 +74,19 @@ def fresh(request) -> bool:
 @pytest.fixture
 def one_torch_thread():
     """Run the test with one intra-op thread (small tensors on a shared machine)."""
-    from support.train_torch import torch_threads
+    from support.lab.train_torch import torch_threads
     with torch_threads(1):
         yield
+
+
+@pytest.fixture
+def cuda():
+    """The CUDA device of a gpu-tier test (which carries ``@devices.needs("cuda")``, so it
+    skips with the reason where there is none): torch seeded with 0 first, the work
+    finished and the allocator's cached blocks released after, so every test's allocator
+    readings start from the same state."""
+    import torch
+    torch.manual_seed(0)
+    yield torch.device("cuda")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()

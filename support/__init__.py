@@ -1,14 +1,23 @@
 """Support library for the Lecture 11 executable specification.
 
-One job per module: ``registry`` (the claim registry and expectations), ``tolerances``
-(the one tolerance table), ``plugin`` (the pytest plugin that turns claim tests into
-verdicts), ``report`` (claims.json / claims.md and the terminal summary),
-``environment`` (the run's fingerprint), ``data`` (the concrete data and the lecture's
-folds), ``train_torch`` (the one PyTorch training loop) and the rest as named.
-"""
-from pathlib import Path as _Path
+Six wings, each a package whose ``__init__`` says what it holds; imports run one way, from
+the top of this list down, never back up (support/tests/test_layout.py checks it):
 
-_CLAIMS = _Path(__file__).resolve().parent.parent / "claims"
+* ``harness``: the pytest plugins and the run's state (plugin, session, recorder, device
+  options, timing lock, scheduler), the stability and GPU runners;
+* ``notes``: the notes themselves: locating sentences, pinning, the annotated pages, errata;
+* ``reports``: one run's report, runs as data, diff, matrix, page renderers, the figures;
+* ``lab``: what claims measure with: the data, the PyTorch and JAX loops, batched training,
+  the stories and shared experiments, the result cache, small models;
+* ``spec``: what the notes say and how it is judged: registry, expectations, verdicts,
+  tolerances, error models, what the test sources say, number formatting;
+* ``machine``: the machine a run measures on: environment probes, the fingerprint, devices,
+  the timing method, memory readings, file locks.
+
+``paths`` (where things are) sits below them all; ``cli`` (``python -m support``) above.
+"""
+from support.paths import CLAIMS as _CLAIMS
+
 if not (_CLAIMS / "registry").is_dir():
     # A non-editable `pip install .` copies this package alone into site-packages: the
     # registry, the claim tests and the kept runs stay in the checkout.

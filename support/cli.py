@@ -15,19 +15,19 @@ import sys
 
 # command -> (module, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "show": ("support.report", "print the verdicts of a saved claims.json"),
-    "matrix": ("support.matrix", "put many runs side by side: matrix.md, matrix.html, figures"),
-    "diff": ("support.diff", "what changed between two runs (exit 1 when a claim changed)"),
-    "keep": ("support.diff", "copy a run into claims/history/"),
-    "notes": ("support.notes_html", "the notes annotated with a run's verdicts, and the errata"),
-    "locate": ("support.notes_pin", "where each claim's sentence is in a copy of the notes"),
-    "pin": ("support.notes_pin", "fingerprint each claim's sentence into the registry"),
-    "figures": ("support.figures", "redraw the notes' figures from runs' measured values"),
-    "fetch-data": ("support.data", "download the UCI concrete data into the cache, verified"),
-    "check-data": ("support.data", "verify a concrete data file (or the cache)"),
-    "gpu-run": ("support.gpu_run", "on a GPU machine: the GPU tier and the benchmarks, one folder"),
-    "durations": ("support.schedule", "keep a run's test durations: the order tests start in under -n"),
-    "stability": ("support.stability", "run the test command N times, report what moved"),
+    "show": ("support.reports.report", "print the verdicts of a saved claims.json"),
+    "matrix": ("support.reports.matrix", "put many runs side by side: matrix.md, matrix.html, figures"),
+    "diff": ("support.reports.diff", "what changed between two runs (exit 1 when a claim changed)"),
+    "keep": ("support.reports.diff", "copy a run into claims/history/"),
+    "notes": ("support.notes.pages", "the notes annotated with a run's verdicts, and the errata"),
+    "locate": ("support.notes.pin", "where each claim's sentence is in a copy of the notes"),
+    "pin": ("support.notes.pin", "fingerprint each claim's sentence into the registry"),
+    "figures": ("support.reports.figures", "redraw the notes' figures from runs' measured values"),
+    "fetch-data": ("support.lab.data", "download the UCI concrete data into the cache, verified"),
+    "check-data": ("support.lab.data", "verify a concrete data file (or the cache)"),
+    "gpu-run": ("support.harness.gpu_run", "on a GPU machine: the GPU tier and the benchmarks, one folder"),
+    "durations": ("support.harness.schedule", "keep a run's test durations: the order tests start in under -n"),
+    "stability": ("support.harness.stability", "run the test command N times, report what moved"),
 }
 PROG = "python -m support"
 

@@ -2,8 +2,8 @@
 hyper-parameter does on the narrow bowl (Figs. 70 and 71), AdamW, and the defaults that differ
 between PyTorch and optax.
 
-Every number comes from the one reference implementation (``support.optim_reference``) and the
-bowl runs of protocol §9 (``support.bowl``); the libraries are compared with the reference, and
+Every number comes from the one reference implementation (``support.lab.optim_reference``) and the
+bowl runs of protocol §9 (``support.lab.bowl``); the libraries are compared with the reference, and
 their defaults are read from the installed versions. ADAM-13 (Adam and the unscaled concrete
 inputs) is a training story: see STORY-11/12 and the training-stories tests. ADAM-25/26 are a
 citation and a definition (not testable).
@@ -19,8 +19,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from support import bowl, error_models
-from support.optim_reference import SGD, Adam, AdamW, run
+from support.lab import bowl
+from support.spec import error_models
+from support.lab.optim_reference import SGD, Adam, AdamW, run
 
 STEPS_AGREE = 50          # protocol §9: 50 steps at lr 0.1 for the library comparisons
 LR_AGREE = 0.1
@@ -49,7 +50,7 @@ def optax_path(make_tx, steps: int = STEPS_AGREE, h=bowl.HESSIAN, start=bowl.STA
     on for this block only: other tests assert JAX's float32 default."""
     import jax.numpy as jnp
     import optax
-    from support.jaxutil import x64
+    from support.lab.jaxutil import x64
     with x64():
         p = jnp.asarray(start, dtype=jnp.float64)
         hj = jnp.asarray(h, dtype=jnp.float64)
@@ -68,7 +69,7 @@ def max_abs_diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
 
 
-# the float64 error models of support/error_models.py: a first step against its closed form,
+# the float64 error models of support/spec/error_models.py: a first step against its closed form,
 # and two optimizer paths equal in exact arithmetic compared step by step
 FIRST_STEP = error_models.model("adam:first-step-float64")
 LOCKSTEP = error_models.model("optim:lockstep-float64")
@@ -621,7 +622,7 @@ def test_porting_adamw_with_default_arguments_changes_the_decay_100x_silently(cl
     libraries; the data gradient is zero, so all that moves the weights is the decay."""
     import jax.numpy as jnp
     import optax
-    from support.jaxutil import x64
+    from support.lab.jaxutil import x64
     steps, w0 = 100, np.ones(4)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

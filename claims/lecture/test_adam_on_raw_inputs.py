@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from support import experiments
-from support.data import lecture_split
-from support.train_torch import BATCH, baseline_rmse, mlp, prepare
+from support.lab import experiments
+from support.lab.data import lecture_split
+from support.lab.train_torch import BATCH, baseline_rmse, mlp, prepare
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")

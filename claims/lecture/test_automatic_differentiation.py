@@ -5,7 +5,7 @@ and reverse mode", "Why not finite differences") and "Limitations and trade-offs
 
 "It is neither symbolic algebra nor a numerical approximation." "The best central difference,
 over forty step sizes, manages 1.4e-12 at h = 3e-7." The toy network is protocol §4.1
-(``support/toy.py``). Timing claims (AD-01, AD-06, AD-09) live in the performance block.
+(``support/lab/toy.py``). Timing claims (AD-01, AD-06, AD-09) live in the performance block.
 """
 import warnings
 
@@ -14,8 +14,9 @@ import pytest
 import torch
 from hypothesis import example, given, strategies as st
 
-from support import error_models, toy
-from support.jaxutil import x64
+from support.spec import error_models
+from support.lab import toy
+from support.lab.jaxutil import x64
 
 EPS64 = np.finfo(np.float64).eps
 
@@ -228,7 +229,7 @@ def _smooth_torch(A, x):
 def _jacobian_magnitude(A, x):
     """The size rounding acts on in J_ij = (1 - t_i^2) A_ij S + t_i cos x_j + 2 z_i A_ij
     (z = A x, t = tanh z, S = sum sin x): every term by absolute value, z with its rounding
-    (Zm = |A||x|) and t with what it carries from z (support/error_models.py)."""
+    (Zm = |A||x|) and t with what it carries from z (support/spec/error_models.py)."""
     z, Zm = A @ x, np.abs(A) @ np.abs(x)
     t = np.tanh(z)
     T = np.abs(t) + Zm
@@ -510,7 +511,7 @@ def test_reverse_mode_stores_intermediates_forward_mode_does_not(claim):
     autograd keeps for a backward pass, for the same function and input, by depth."""
     import torch.autograd.forward_ad as fwAD
 
-    from support.memory import SavedTensors
+    from support.machine.memory import SavedTensors
     width, depths = 256, [1, 2, 4, 8]
     reverse, forward = [], []
     for depth in depths:

@@ -8,7 +8,7 @@ and reverse mode": what a gradient costs.
   A simulator with three design variables and a thousand outputs is the opposite case, and
   forward mode is then the right tool."
 
-Timed with :mod:`support.timing` (min over interleaved trials, ``block_until_ready`` for
+Timed with :mod:`support.machine.timing` (min over interleaved trials, ``block_until_ready`` for
 JAX); torch runs on one intra-op thread so that a shared runner's load does not change the
 work split between forward and backward.
 """
@@ -21,8 +21,8 @@ import pytest
 import torch
 from torch import nn
 
-from support import timing
-from support.train_torch import mlp, torch_threads
+from support.machine import timing
+from support.lab.train_torch import mlp, torch_threads
 
 
 def _torch_sides(width: int, batch: int = 256, d_in: int = 8):

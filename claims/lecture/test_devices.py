@@ -1,9 +1,9 @@
 """Lecture, "Devices, and when a GPU helps" (DEV-01...15), with the summary sheet's "GPUs run
 asynchronously ... a per-step .item() stalls the pipeline" (DEV-04/05).
 
-Devices come from :mod:`support.devices`: a claim needing CUDA (or MPS) is skipped with the
+Devices come from :mod:`support.machine.devices`: a claim needing CUDA (or MPS) is skipped with the
 reason where the device is absent, and ``--require-device cuda`` (``python -m
-support.gpu_run``) turns that into an error. Every time is taken by :mod:`support.timing`
+support.gpu_run``) turns that into an error. Every time is taken by :mod:`support.machine.timing`
 (warm-up outside the clock, ``torch.cuda.synchronize()`` inside it, CPU and GPU trials
 interleaved, minimum over trials; the ratio is the measured value).
 
@@ -22,10 +22,10 @@ import pytest
 import torch
 from torch import nn
 
-from support import devices, timing
-from support.train_torch import mlp, train
+from support.machine import devices, timing
+from support.lab.train_torch import mlp, train
 
-# every test here times a device or runs on one: run alone (support/quiet.py)
+# every test here times a device or runs on one: run alone (support/harness/timing_lock.py)
 pytestmark = pytest.mark.timing
 
 # protocol §11: (hidden width, input width) of the crossover figure, plus 16 (catalogue)

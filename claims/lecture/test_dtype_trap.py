@@ -9,7 +9,7 @@ returns float32 with no warning at all. JAX warns only when you explicitly ask f
 dtype=jnp.float64." Protocol §5: the careless branch passes c and y as Python floats.
 
 JAX's x64 flag is process-global: the claims about its default (DTYPE-01/09/10/13/15) assert
-it is off, the claims that need it use ``support.jaxutil.x64()``, and
+it is off, the claims that need it use ``support.lab.jaxutil.x64()``, and
 ``test_x64_does_not_leak_between_tests_in_either_order`` runs both groups in both orders.
 """
 import warnings
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from support import toy
-from support.jaxutil import run_fresh_python, x64_enabled
+from support.lab import toy
+from support.lab.jaxutil import run_fresh_python, x64_enabled
 
 ROOT = Path(__file__).resolve().parents[2]
 F32_EPS = float(np.finfo(np.float32).eps)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support import devices
+from support.machine import devices
 
 
 @pytest.mark.claim("DTYPE-05")

@@ -13,10 +13,10 @@ import warnings
 import numpy as np
 import pytest
 
-from support import stories, toy
-from support.batched import split
-from support.experiments import fit_hgb
-from support.train_torch import train
+from support.lab import stories, toy
+from support.lab.batched import split
+from support.lab.experiments import fit_hgb
+from support.lab.train_torch import train
 
 
 def _leaky_split_story(concrete) -> list[str]:

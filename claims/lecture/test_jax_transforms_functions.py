@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from support import toy
-from support.jaxutil import x64
+from support.lab import toy
+from support.lab.jaxutil import x64
 
 FORWARD = ["dot_general", "add", "tanh", "dot_general", "add", "sub", "integer_pow"]
 

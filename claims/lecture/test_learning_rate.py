@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from support import experiments
-from support.train_torch import baseline_rmse
+from support.lab import experiments
+from support.lab.train_torch import baseline_rmse
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")

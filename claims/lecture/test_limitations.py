@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from support import experiments
-from support.experiments import fit_hgb
-from support.data import lecture_split
-from support.train_torch import train
+from support.lab import experiments
+from support.lab.experiments import fit_hgb
+from support.lab.data import lecture_split
+from support.lab.train_torch import train
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")

@@ -3,7 +3,7 @@
 The concrete data: 1,030 rows, 428 mixes, 182 of them at several ages (76% of rows), 25
 exact duplicates, eight repeated measurements giving a repeatability SD of about 2.2 MPa,
 one bad 4-row group, and the input scales that make SGD explode. Measured on the verified
-full-precision UCI table (``support.data``), never on a rounded copy.
+full-precision UCI table (``support.lab.data``), never on a rounded copy.
 """
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request,
     import warnings
     from pathlib import Path
 
-    from support import data as sdata
+    from support.lab import data as sdata
     source = request.config.getoption("--concrete-data") or __import__("os").environ.get("CONCRETE_DATA")
     xls = None
     if source:

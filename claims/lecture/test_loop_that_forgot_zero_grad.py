@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support import experiments, stories
-from support.train_torch import baseline_rmse
+from support.lab import experiments, stories
+from support.lab.train_torch import baseline_rmse
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support import stories
-from support.environment import numpy_argsort_target
-from support.data import lecture_split
-from support.train_torch import baseline_rmse
+from support.lab import stories
+from support.machine.environment import numpy_argsort_target
+from support.lab.data import lecture_split
+from support.lab.train_torch import baseline_rmse
 
 WARNING_TEXT = ("Using a target size (torch.Size([64])) that is different to the input size "
                 "(torch.Size([64, 1])). This will likely lead to incorrect results")

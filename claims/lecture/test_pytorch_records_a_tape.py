@@ -9,7 +9,7 @@ of §4.1 as float64 torch tensors, the graph walked from ``loss.grad_fn``. TAPE-
 import pytest
 import torch
 
-from support import toy
+from support.lab import toy
 
 NODES = ["MvBackward0", "AddBackward0", "TanhBackward0", "DotBackward0", "AddBackward0",
          "SubBackward0", "PowBackward0"]

@@ -18,7 +18,7 @@ import sys
 import pytest
 import torch
 
-from support import devices, timing
+from support.machine import devices, timing
 
 
 @pytest.fixture

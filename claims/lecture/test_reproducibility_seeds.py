@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support import experiments
+from support.lab import experiments
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")

@@ -24,9 +24,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from support import devices
-from support.memory import MB, LiveTensors, SavedTensors, cuda_allocated, linear_fit
-from support.train_torch import mlp
+from support.machine import devices
+from support.machine.memory import MB, LiveTensors, SavedTensors, cuda_allocated, linear_fit
+from support.lab.train_torch import mlp
 
 BIG_ROWS = 8192
 BATCH_ROWS = 1024     # "8 MB" = one batch's graph = 2 x 1,024 x 1,024 float32 values
@@ -120,9 +120,8 @@ def test_summing_loss_tensors_leaks_a_graph_per_batch_item_keeps_one_no_grad_non
 @pytest.mark.gpu
 @devices.needs("cuda")
 @pytest.mark.claim("MEM-05")
-def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim):
-    dev = torch.device("cuda")
-    torch.manual_seed(0)
+def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim, cuda):
+    dev = cuda
     model = mlp(d_in=8, hidden=1024).to(dev)
     x = torch.randn(BIG_ROWS, 8, device=dev)
     with torch.no_grad():
@@ -143,9 +142,8 @@ def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim):
 @pytest.mark.gpu
 @devices.needs("cuda")
 @pytest.mark.claim("MEM-07")
-def test_cuda_allocator_reading_of_the_validation_leak(claim):
-    dev = torch.device("cuda")
-    torch.manual_seed(0)
+def test_cuda_allocator_reading_of_the_validation_leak(claim, cuda):
+    dev = cuda
     model = mlp(d_in=8, hidden=1024).to(dev)
     data = [(torch.randn(BATCH_ROWS, 8, device=dev), torch.randn(BATCH_ROWS, 1, device=dev))
             for _ in range(N_BATCHES)]

@@ -2,7 +2,7 @@
 in test_switching_the_tape_off.py), and torch.inference_mode() is "a stricter and slightly
 faster variant" of torch.no_grad() (TAPE-23; the "stricter" part is TAPE-15, elsewhere).
 
-Timed with :mod:`support.timing`: each trial is 200 forward passes of the session's
+Timed with :mod:`support.machine.timing`: each trial is 200 forward passes of the session's
 8-64-64-1 MLP on a batch of 64 (one pass is ~20 us, below what one clock reading resolves
 well), no_grad and inference_mode trials interleaved, minimum over the trials. A third side
 with the tape on is the negative control: recording must cost something measurable, so a
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support import timing
-from support.train_torch import mlp, torch_threads
+from support.machine import timing
+from support.lab.train_torch import mlp, torch_threads
 
 PASSES = 200
 

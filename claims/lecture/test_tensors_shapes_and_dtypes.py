@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from support import error_models
+from support.spec import error_models
 
 
 N = st.integers(min_value=1, max_value=64)
@@ -38,7 +38,7 @@ def test_jax_arrays_are_immutable(claim):
 
 @pytest.mark.claim("JAX-14")
 def test_jax_array_has_a_device_a_float32_default_and_no_grad(claim):
-    from support.jaxutil import x64_enabled
+    from support.lab.jaxutil import x64_enabled
     assert not x64_enabled(), "x64 leaked into a default-dtype claim"
     a = jnp.array([1.0])
     claim.check('jax_default', str(a.dtype))
@@ -235,7 +235,7 @@ def test_all_pairs_mse_is_minimised_by_the_batch_mean(claim):
         loss.backward()
         gmax = p.grad.abs().max().item()
         # 0 in exact arithmetic; the rounding of the mean and of the sum over the n pairs
-        # is relative to (2/n^2) sum_j (|p| + |y_j|) (support/error_models.py)
+        # is relative to (2/n^2) sum_j (|p| + |y_j|) (support/spec/error_models.py)
         model = error_models.model("shape:all-pairs-mean-float64")
         magnitude = 2.0 / n**2 * float((p.detach()[0, 0].abs() + y.abs()).sum())
         share = model.share(gmax, magnitude, n=n)
@@ -264,7 +264,7 @@ def test_mse_warns_about_the_target_size(claim):
 def test_the_warning_fires_once_per_batch_1560_times(claim, concrete, fresh):
     """The story's own 120-epoch run (train(target_2d=False)), shared with STORY-02 through
     support.stories, so the suite trains it once per process."""
-    from support import stories
+    from support.lab import stories
     res = stories.run(concrete, "shape_bug", fresh=fresh)
     n = sum(m.startswith("Using a target size") for m in res.warnings)
     claim.check('batches_per_epoch', res.steps / 120)
@@ -306,7 +306,7 @@ def test_matching_shapes_removes_the_warning(claim, fix):
 def test_a_shape_assertion_catches_the_bug_on_the_first_batch(claim):
     from torch.utils.data import DataLoader, TensorDataset
 
-    from support.train_torch import mlp
+    from support.lab.train_torch import mlp
     torch.manual_seed(0)
     X, y = torch.randn(832, 8), torch.randn(832)       # the story's target: shape (N,)
 

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from support import error_models
-from support.data import lecture_split
-from support.train_torch import BATCH, mlp, torch_threads
+from support.spec import error_models
+from support.lab.data import lecture_split
+from support.lab.train_torch import BATCH, mlp, torch_threads
 
 
 def tiny_regression(n: int = 832, d: int = 8, seed: int = 0):
@@ -395,7 +395,7 @@ def test_an_in_memory_table_can_be_indexed_directly_instead_of_a_dataloader(conc
     shuffled order ends bitwise identical."""
     import time
 
-    from support.train_torch import prepare
+    from support.lab.train_torch import prepare
     tr, va = lecture_split(0)
     p = prepare(concrete, tr, va)
     X, y = torch.from_numpy(p.X_train), torch.from_numpy(p.y_train)[:, None]

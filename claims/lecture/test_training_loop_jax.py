@@ -5,7 +5,7 @@ same fold. Over five seeds the PyTorch loop scores 5.70 +- 0.29 MPa and the JAX 
 5.66 +- 0.24, the same model to within the seed-to-seed spread."
 
 Protocol §8.2: fold 0, 120 epochs, seeds 0-4; PyTorch is ``train(seed=s)`` (here the
-batched equivalent), JAX is ``support.train_jax.train_jax`` (uniform +-1/sqrt(fan_in),
+batched equivalent), JAX is ``support.lab.train_jax.train_jax`` (uniform +-1/sqrt(fan_in),
 optax.adam(1e-3), x64 on with float32 arrays); mean +- std (ddof 0) of the five final
 RMSEs. JAX's random streams depend on its version and flags, so the verdict is the
 comparison, not the digits.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support import experiments
+from support.lab import experiments
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")

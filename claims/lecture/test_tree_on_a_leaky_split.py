@@ -14,7 +14,7 @@ tie"; gains 1.81 vs 1.61. §7.4: 3 seeds x 5 grouped folds at 200 epochs, scaler
 the training rows vs on all rows: 6.27 vs 6.23, difference -0.04 +- 0.06 (std ddof 1 /
 sqrt(15)), "no measurable effect".
 
-All 50 + 30 networks are trained by ``support.batched`` (stacked, each with its own seed's
+All 50 + 30 networks are trained by ``support.lab.batched`` (stacked, each with its own seed's
 initialisation and shuffles; the same numbers as one-at-a-time ``train``).
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import time
 import numpy as np
 import pytest
 
-from support import experiments
-from support.batched import Spec, train_many
-from support.train_torch import train
+from support.lab import experiments
+from support.lab.batched import Spec, train_many
+from support.lab.train_torch import train
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
@@ -173,7 +173,7 @@ def test_a_single_seed_could_show_the_mlp_winning_on_the_grouped_split(claim, tv
 @pytest.mark.claim("SPLIT-10")
 def test_the_comparison_trains_50_networks_and_takes_minutes_one_at_a_time(concrete, claim):
     # counted from the comparison's jobs, not its results: this test runs alone
-    # (support/quiet.py), and training the shared bundle here would idle the other worker
+    # (support/harness/timing_lock.py), and training the shared bundle here would idle the other worker
     n = claim.check('networks', experiments.trees_vs_nets_networks())
     # the course trains them one at a time: time a short one-at-a-time run and scale it
     # to 50 networks x 400 epochs (the cost per epoch is constant). CPU time of the

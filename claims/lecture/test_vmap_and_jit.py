@@ -15,8 +15,8 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from support import error_models
-from support.jaxutil import x64
+from support.spec import error_models
+from support.lab.jaxutil import x64
 
 
 def predict_one(params, x):
@@ -101,7 +101,7 @@ def test_grad_vmap_and_jit_compose(claim, composed):
             want = np.stack([np.asarray(one(w, x)) for x in X])
         err = float(np.max(np.abs(got - want)))
         # grad f = cos(w.x) x sum(w^2) + sin(w.x) 2 w: each term by absolute value, with the
-        # rounding w.x carries into sin and cos (support/error_models.py)
+        # rounding w.x carries into sin and cos (support/spec/error_models.py)
         model = error_models.model("jax:vmap-grad-float64")
         wx, carried = X @ w, np.abs(X) @ np.abs(w)
         magnitude = (((np.abs(np.cos(wx)) + carried) * np.sum(w * w))[:, None] * np.abs(X)

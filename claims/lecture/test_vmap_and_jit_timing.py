@@ -4,12 +4,12 @@ Covers the jit table (JIT-16/17/18, protocol §4.7), its reading (JIT-19/20/21),
 "usually much faster" (JIT-01, "Key ideas") and "vmap ... is faster, because it becomes one
 batched kernel rather than 256 small ones" (JAX-07).
 
-Every figure is a ratio ``min(eager) / min(jit)`` from :mod:`support.timing` (warm-up incl.
+Every figure is a ratio ``min(eager) / min(jit)`` from :mod:`support.machine.timing` (warm-up incl.
 compilation outside the clock, ``block_until_ready`` inside it, sides interleaved), with its
 bootstrap interval. The notes' magnitudes came from a shared laptop and "trust the ordering
 rather than the magnitudes", so the registry states 0.8x / 1.2x / 2.8x and bounds the ordering
 and the direction; an interval that straddles a bound or an edge leaves the claim inconclusive
-(:func:`support.timing.settle`). The matmul ratio is compared under ``timing:ratio`` (a factor
+(:func:`support.machine.timing.settle`). The matmul ratio is compared under ``timing:ratio`` (a factor
 of 2); the other two under ``timing:allocation`` (a factor of 5), because their eager side
 allocates a 16 MB buffer per op and its time follows the allocator's state, which differs
 between processes of one machine (see the table entry).
@@ -23,7 +23,7 @@ the loop. The suite measures all three readings and asserts on the one that is e
 usual sense, the same ten steps as a Python loop of op-by-op dispatched ``jnp`` calls.
 
 The ``bench`` tier (``--tier bench``) re-times the same workloads with pytest-benchmark, per
-JAX device, through :func:`support.timing.bench` (same trials, same method).
+JAX device, through :func:`support.machine.timing.bench` (same trials, same method).
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from support import devices, timing
-from support.jaxutil import x64
+from support.machine import devices, timing
+from support.lab.jaxutil import x64
 
 # The default run keeps each workload's trials under a few seconds on a loaded 2-core
 # runner; the minimum is taken over at least MIN_REPEATS interleaved rounds.

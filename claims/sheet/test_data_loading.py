@@ -6,7 +6,7 @@ The datasets report the pid that produced each item, so "which process loads" is
 not inferred. DATA-03's I/O-bound dataset sleeps in ``__getitem__`` (a stand-in for reading
 and decoding files): sleeping overlaps across processes whatever the CPU load, so the
 throughput ratio measures the parallelism of the workers, not the runner's cores. Timing
-goes through :mod:`support.timing` (warm-up epoch outside the clock: worker start-up and
+goes through :mod:`support.machine.timing` (warm-up epoch outside the clock: worker start-up and
 the first fetches; persistent workers; configurations interleaved). DATA-04 ("the GPU waits")
 is not a wall-clock ratio: it reads the GPU's idle time from CUDA events around each step of
 an epoch whose every step needs its batch (:class:`DeviceClock`, :func:`idle_share`).
@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from support import devices, timing
+from support.machine import devices, timing
 
 SLEEP_S = 0.005
 

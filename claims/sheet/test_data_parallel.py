@@ -21,8 +21,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from support import distributed
-from support.train_torch import mlp
+from support.lab import distributed
+from support.lab.train_torch import mlp
 
 WORLD = 2
 PER_RANK = 32

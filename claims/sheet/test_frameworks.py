@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import torch
 
-from support import distributed
-from support.environment import shared_env
-from support.train_torch import mlp
+from support.lab import distributed
+from support.machine.environment import shared_env
+from support.lab.train_torch import mlp
 
 KERAS_INSTALL = "pip install 'keras>=3'  (or: pip install -e '.[frameworks]')"
 ONNX_INSTALL = "pip install onnx onnxruntime onnxscript  (or: pip install -e '.[frameworks]')"

@@ -20,7 +20,7 @@ import pytest
 import torch
 from hypothesis import find, given, strategies as st
 
-from support import error_models
+from support.spec import error_models
 
 
 

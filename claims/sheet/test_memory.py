@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from support.memory import (MB, LiveTensors, SavedTensors, linear_fit, optimizer_state_bytes,
+from support.machine.memory import (MB, LiveTensors, SavedTensors, linear_fit, optimizer_state_bytes,
                             tensor_bytes)
-from support.train_torch import mlp
+from support.lab.train_torch import mlp
 
 
 # small tensors: a second intra-op thread only adds OpenMP hand-offs on a shared machine

@@ -30,8 +30,9 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from torch import nn
 
-from support import devices, error_models, timing
-from support.memory import SavedTensors
+from support.machine import devices, timing
+from support.spec import error_models
+from support.machine.memory import SavedTensors
 
 F16 = torch.float16
 BF16 = torch.bfloat16
@@ -117,7 +118,7 @@ def _backward_magnitudes(seed: int) -> list[torch.Tensor]:
     """For each gradient of ``_grads(seed, 1)``, the size rounding acts on (float64): the
     same backward with every factor replaced by its absolute value. A weight gradient is a
     sum over the 16 rows whose terms may cancel, so its rounding is relative to this, not
-    to the gradient (support/error_models.py)."""
+    to the gradient (support/spec/error_models.py)."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
     x, y = torch.randn(16, 4), torch.randn(16, 1)
@@ -372,9 +373,8 @@ def test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu(c
 @pytest.mark.gpu
 @devices.needs("cuda")
 @pytest.mark.claim("AMP-06")
-def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim):
-    dev = torch.device("cuda")
-    torch.manual_seed(0)
+def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim, cuda):
+    dev = cuda
     model = nn.Sequential(nn.Linear(8, 256), nn.ReLU(), nn.Linear(256, 1)).to(dev)
     x = torch.randn(1024, 8, device=dev)
     y = x @ torch.randn(8, 1, device=dev)
@@ -401,9 +401,8 @@ def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim):
 @devices.needs("cuda")
 @pytest.mark.claim("AMP-10")
 @pytest.mark.parametrize("dtype", [F16, BF16], ids=["float16", "bfloat16"])
-def test_mixed_precision_halves_memory_and_speeds_up_on_tensor_cores(claim, dtype):
-    dev = torch.device("cuda")
-    torch.manual_seed(0)
+def test_mixed_precision_halves_memory_and_speeds_up_on_tensor_cores(claim, dtype, cuda):
+    dev = cuda
     # rows >> width, so that activations, not the half-precision weight copies, dominate
     width, rows, depth = 2048, 32768, 8
     model = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width),

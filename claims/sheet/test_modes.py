@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from support.data import lecture_split
-from support.memory import SavedTensors
-from support.train_torch import mlp, prepare, rmse_mpa
+from support.lab.data import lecture_split
+from support.machine.memory import SavedTensors
+from support.lab.train_torch import mlp, prepare, rmse_mpa
 
 N = 3000
 P = 0.5

@@ -11,7 +11,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from support import error_models
+from support.spec import error_models
 
 X = (1.0, 3.0, 2.0, 4.0)
 
@@ -46,7 +46,7 @@ batches = st.tuples(st.integers(1, 6), st.integers(1, 4)).flatmap(lambda km: st.
     st.lists(normal(10), min_size=km[0] * km[1], max_size=km[0] * km[1]),
     normal(5)))
 # the float64 error model of a mean-of-squares gradient summed over micro-batches
-# (support/error_models.py): every term has the sign of w, so it is relative to the gradient
+# (support/spec/error_models.py): every term has the sign of w, so it is relative to the gradient
 ACC_MODEL = error_models.model("acc:micro-batches-float64")
 
 

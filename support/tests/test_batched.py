@@ -1,5 +1,5 @@
-"""support.batched: networks trained together give, run by run, the numbers of the one
-PyTorch loop (``support.train_torch.train``), bit for bit.
+"""support.lab.batched: networks trained together give, run by run, the numbers of the one
+PyTorch loop (``support.lab.train_torch.train``), bit for bit.
 
 A one-epoch budget (13 steps) keeps this fast, and a difference in one bit shows; the divergent SGD run at lr 1.0 and the accumulating loop are
 the most sensitive to a single rounding difference, so they are included.
@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from support.batched import Spec, epoch_order, shuffle_seeds, split, train_many
-from support.train_torch import mlp, train
+from support.lab.batched import Spec, epoch_order, shuffle_seeds, split, train_many
+from support.lab.train_torch import mlp, train
 
 EPOCHS = 1
 

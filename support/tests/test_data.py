@@ -1,4 +1,4 @@
-"""support.data: the loader accepts only the full-precision UCI table, downloads safely, and
+"""support.lab.data: the loader accepts only the full-precision UCI table, downloads safely, and
 ships the lecture's folds. The download path is exercised against a local HTTP server on
 127.0.0.1 serving zips built here; nothing touches the network."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from support import cli
-from support import data as sdata
+from support.lab import data as sdata
 
 ROOT = Path(__file__).resolve().parents[2]
 # a claim test that needs the data and runs in about a second once it has it

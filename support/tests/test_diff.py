@@ -1,4 +1,4 @@
-"""support.diff: `python -m support diff OLD NEW` says what changed between two runs and
+"""support.reports.diff: `python -m support diff OLD NEW` says what changed between two runs and
 exits 1 when a claim changed; `keep` adds a run to claims/history. Read from the runs kept in
 claims/history/ and from edited copies of them."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support import diff
+from support.reports import diff
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "claims" / "history"

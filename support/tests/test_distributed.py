@@ -1,11 +1,11 @@
-"""support.distributed: a failing or hanging worker leaves no process and no port behind."""
+"""support.lab.distributed: a failing or hanging worker leaves no process and no port behind."""
 import time
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from support import distributed
+from support.lab import distributed
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""The error models of support/tolerances.py and the stability command's bookkeeping."""
+"""The error models of support/spec/tolerances.py and the stability command's bookkeeping."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from support import error_models, stability
+from support.spec import error_models
+from support.harness import stability
 
 
 def test_unit_roundoff_is_half_the_machine_epsilon_of_each_dtype():

@@ -1,4 +1,4 @@
-"""support.gpu_run: where CUDA is absent the command refuses loudly and runs nothing, and its
+"""support.harness.gpu_run: where CUDA is absent the command refuses loudly and runs nothing, and its
 steps name the files a GPU run leaves behind."""
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from support import cli, devices, gpu_run
+from support import cli
+from support.machine import devices
+from support.harness import gpu_run
 
 
 @pytest.mark.skipif(devices.available("cuda"), reason="this machine has CUDA: the run would start")

@@ -1,6 +1,6 @@
 """The cross-environment HTML report renders in a real browser.
 
-Builds the claims matrix (support/matrix.py) from two small synthetic runs, opens
+Builds the claims matrix (support/reports/matrix.py) from two small synthetic runs, opens
 ``matrix.html`` in headless Chromium and reads back what the page's own script found after
 loading: how many figures there are and how many decoded, how many tables and claim rows,
 and the script errors caught; Chromium's console log (``--enable-logging=stderr``) must hold
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support import matrix, runs
+from support.reports import matrix, runs
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -168,7 +168,7 @@ def test_the_matrix_survives_runs_that_measured_nothing(tmp_path):
 def test_every_figure_draws_from_a_real_report(tmp_path):
     """On a kept run (claims/history), no figure fails to draw: a measurement a figure
     reads and its DRAWN table does not declare raises, and the note says so."""
-    from support import figures
+    from support.reports import figures
     kept = sorted(p for p in runs.HISTORY.glob("*/claims.json")
                   if json.loads(p.read_text()).get("schema") == 2)
     if not kept:
@@ -180,8 +180,8 @@ def test_every_figure_draws_from_a_real_report(tmp_path):
 
 def test_every_claim_a_figure_reads_belongs_to_that_figure():
     """A figure lists the claims it draws (the annotated notes embed it beside them)."""
-    from support.figures import DRAWN
+    from support.reports.figure_data import DRAWN
     pytest.importorskip("matplotlib")
-    from support.figure_panels import FIGURES
+    from support.reports.panels import FIGURES
     listed = {c for *_f, claims in FIGURES for c in claims}
     assert set(DRAWN) <= listed, sorted(set(DRAWN) - listed)

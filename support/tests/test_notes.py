@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from support import errata, notes, notes_html, verdicts
-from support.registry import load_registry
+from support.notes import errata, locate as notes, pages
+from support.spec import verdicts
+from support.spec.registry import load_registry
 from support.tests.test_html_report import HAS_MPL, _browser, _render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,8 +126,8 @@ def test_the_ci_notes_locate_every_pinned_claim(registry, texts, tmp_path):
 def test_no_sentence_of_the_notes_is_in_the_notes_modules(texts):
     """The locator and its tests hold fingerprints, never sentences (the registry adds only
     24 hex digits per claim: test_every_registry_entry_has_a_fingerprint_and_no_text)."""
-    mine = [ROOT / "support" / f for f in ("notes.py", "notes_pin.py", "notes_html.py",
-                                           "errata.py", "tests/test_notes.py")]
+    mine = [*sorted((ROOT / "support" / "notes").glob("*.py")),
+            ROOT / "support" / "tests" / "test_notes.py"]
     held = " ".join(" ".join(notes.words(p.read_text(encoding="utf-8"))) for p in mine)
     for text in texts.values():                  # sentences, not headings (the registry's
         for s in notes.sentences(text):          # `section` names them)
@@ -297,7 +298,7 @@ def built(registry, texts, tmp_path_factory):
     out = tmp_path_factory.mktemp("notes")
     report = _report(registry)
     paths = [NOTES / name for name in FILES.values()]
-    res = notes_html.build(report, paths, out, registry=registry, figures=HAS_MPL)
+    res = pages.build(report, paths, out, registry=registry, figures=HAS_MPL)
     return report, res, out
 
 

@@ -90,7 +90,7 @@ def suite(pytester, monkeypatch):
         [pytest]
         claims_registry = reg
         claims_expectations = expect.toml
-        addopts = -p support.schedule -p support.plugin -p no:cacheprovider
+        addopts = -p support.harness.plugin -p support.harness.schedule -p no:cacheprovider
     """))
     (pytester.path / "expect.toml").write_text("")
 
@@ -303,8 +303,8 @@ def test_select_one_claim_with_k_or_claim_option_and_tiers(suite):
 def test_records_from_xdist_workers_are_merged(suite, monkeypatch):
     pytest.importorskip("xdist")
     # the controller's own fingerprint, which the report must not use: the workers' is taken
-    from support import environment
-    monkeypatch.setattr(environment, "fingerprint", lambda: {"controller": True})
+    from support.machine import fingerprint
+    monkeypatch.setattr(fingerprint, "fingerprint", lambda: {"controller": True})
     result, data, verdicts = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "-n", "2", "-p", "xdist")
     result.assert_outcomes(passed=2)
     assert verdicts["XX-01"] == "holds" and verdicts["XX-02"] == "drift"
@@ -316,7 +316,7 @@ def test_records_from_xdist_workers_are_merged(suite, monkeypatch):
 
 def test_the_report_names_what_differs_between_workers():
     from types import SimpleNamespace
-    from support.report import _environment
+    from support.reports.report import _environment
     base = {"python": "3.11", "threads": {"torch_threads": 2}, "blas": []}
     other = dict(base, threads={"torch_threads": 1})
     env = _environment(SimpleNamespace(environments={"gw1": other, "gw0": base}))
@@ -444,7 +444,7 @@ def test_a_timing_interval_decides_holds_fails_or_inconclusive(suite, interval, 
 def test_a_claim_whose_required_variant_did_not_run_is_partial(suite):
     src = """
         import pytest
-        from support import devices
+        from support.machine import devices
 
         @pytest.mark.claim("XX-05")
         @pytest.mark.parametrize("device", devices.params("cpu", "cuda"))
@@ -453,13 +453,13 @@ def test_a_claim_whose_required_variant_did_not_run_is_partial(suite):
                 pytest.skip("CUDA absent: no card")
             claim.record("moved", True)
     """
-    result, data, verdicts = suite(src, "", "-p", "support.devices_plugin")
+    result, data, verdicts = suite(src, "", "-p", "support.harness.device_options")
     assert result.ret == 0
     c = _claim(data, "XX-05")
     assert verdicts["XX-05"] == "partial"
     assert "its cuda variant did not run" in c["reason"]
     # the same run on a machine that promised CUDA is an error
-    result, _, _ = suite(src, "", "-p", "support.devices_plugin", "--require-device", "cuda")
+    result, _, _ = suite(src, "", "-p", "support.harness.device_options", "--require-device", "cuda")
     assert result.ret != 0
 
 
@@ -501,7 +501,7 @@ def test_runs_without_xdist(suite):
 def test_the_run_lists_claims_whose_sentence_changed_in_the_notes(suite, pytester):
     """--notes: a claim whose sentence is gone from the given notes is listed in the
     terminal summary and the report (the registry entry carries its fingerprint)."""
-    from support import notes
+    from support.notes import locate as notes
     text = "A first sentence about tensors.\nThe second sentence names XX-01.\n"
     first = notes.fingerprint(notes.words("A first sentence about tensors."))
     second = notes.fingerprint(notes.words("The second sentence names XX-01."))
@@ -542,7 +542,7 @@ def test_the_whole_suite_collects_without_xdist(pytester, monkeypatch):
 
 
 def test_a_timing_test_runs_while_no_other_test_runs(suite, pytester):
-    """support/quiet.py: under xdist, a timing test holds the workers' lock exclusively."""
+    """support/harness/timing_lock.py: under xdist, a timing test holds the workers' lock exclusively."""
     pytest.importorskip("xdist")
     log = pytester.path / "spans.txt"
     src = f"""
@@ -568,7 +568,7 @@ def test_a_timing_test_runs_while_no_other_test_runs(suite, pytester):
             span(f"other{{i}}", 0.4)
             claim.record("x", 1)
     """
-    result, _, _ = suite(src, "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    result, _, _ = suite(src, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
     result.assert_outcomes(passed=5)
     spans = {n: (float(a), float(b)) for n, a, b in
              (line.split() for line in log.read_text().splitlines())}
@@ -579,7 +579,7 @@ def test_a_timing_test_runs_while_no_other_test_runs(suite, pytester):
 
 
 def test_a_test_beside_another_worker_gets_its_share_of_the_cores(suite, monkeypatch):
-    """support/quiet.py: under -n 2 a test that shares the machine runs the OpenMP and BLAS
+    """support/harness/timing_lock.py: under -n 2 a test that shares the machine runs the OpenMP and BLAS
     pools on its share of the cores (PyTorch too: the next test) and gets the counts back
     after; a timing test, which runs alone, keeps the counts the process started with; a
     process a test starts is given the share."""
@@ -590,7 +590,7 @@ def test_a_test_beside_another_worker_gets_its_share_of_the_cores(suite, monkeyp
         import numpy                          # its BLAS pool, loaded before any test
         import pytest
         from threadpoolctl import threadpool_info
-        from support.environment import cores, shared_env
+        from support.machine.environment import cores, shared_env
 
         def pools():
             return sorted(lib["num_threads"] for lib in threadpool_info())
@@ -611,14 +611,14 @@ def test_a_test_beside_another_worker_gets_its_share_of_the_cores(suite, monkeyp
             assert DEFAULT and pools() == [SHARE] * len(DEFAULT)
             claim.record("x", 1)
     """
-    result, _, _ = suite(src, "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    result, _, _ = suite(src, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
     result.assert_outcomes(passed=3)
 
 
 def test_the_share_sets_torchs_threads_and_restores_them():
     torch = pytest.importorskip("torch")
     from threadpoolctl import threadpool_info
-    from support.quiet import _Share
+    from support.harness.timing_lock import _Share
     before = torch.get_num_threads()
     torch.set_num_threads(3)
     try:
@@ -633,7 +633,7 @@ def test_the_share_sets_torchs_threads_and_restores_them():
 @pytest.mark.parametrize("order", [[], ["--random-order-bucket=global"]],
                          ids=["durations", "shuffled"])
 def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pytester, order):
-    """support/schedule.py: under -n 2 the timing tests run before the rest, and the tests
+    """support/harness/schedule.py: under -n 2 the timing tests run before the rest, and the tests
     of one timing module all run on the worker that started it, so that its module-scoped
     fixture (the jit table: seconds of timing under the exclusive lock) is set up once; in an
     order pytest-random-order shuffled too (the scheduler keeps it and still sends the timing
@@ -674,7 +674,7 @@ def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pyt
             time.sleep(0.02)
             note("other", t0, time.time())
             claim.record("x", 1)
-    """), "", "-n", "2", "-p", "xdist", "-p", "support.quiet", *order)
+    """), "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock", *order)
     result.assert_outcomes(passed=14)
     lines = [line.split() for line in log.read_text().splitlines()]
     setups = [(mod, worker) for kind, mod, worker in (x for x in lines if x[0] == "setup")
@@ -690,7 +690,7 @@ def test_under_n_the_timing_tests_run_first_each_module_on_one_worker(suite, pyt
 
 @pytest.mark.timeout(120)
 def test_a_crashed_workers_timing_module_goes_to_the_other_worker(suite, pytester):
-    """support/schedule.py: a module belongs to the worker that started it; when that worker
+    """support/harness/schedule.py: a module belongs to the worker that started it; when that worker
     dies, the module's remaining tests run elsewhere instead of waiting for it forever."""
     pytest.importorskip("xdist")
     result, _, verdicts = suite("""
@@ -704,6 +704,6 @@ def test_a_crashed_workers_timing_module_goes_to_the_other_worker(suite, pyteste
             if i == 0:
                 os._exit(1)
             claim.record("x", 1)
-    """, "", "-n", "2", "-p", "xdist", "-p", "support.quiet")
+    """, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*test_timed[[]0[]]*"])

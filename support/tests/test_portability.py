@@ -26,7 +26,8 @@ def test_support_distributed_imports_and_shares_without_fcntl(tmp_path):
 import sys
 sys.modules["fcntl"] = None
 sys.modules["msvcrt"] = None
-from support import distributed, locks
+from support.lab import distributed
+from support.machine import locks
 assert locks.fcntl is None and locks.msvcrt is None
 with locks.file_lock({str(tmp_path / 'x.lock')!r}) as locked:
     assert locked is False
@@ -41,7 +42,7 @@ print("ok")
 
 def test_data_parallel_claims_are_not_applicable_where_process_groups_do_not_run(tmp_path):
     (tmp_path / "as_on_windows.py").write_text(
-        "from support import distributed\n"
+        "from support.lab import distributed\n"
         "distributed.unsupported_reason = lambda: 'Windows: no process groups here (simulated)'\n")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "as_on_windows", f"--claims-report={tmp_path}",
@@ -71,8 +72,8 @@ def test_a_non_editable_install_refuses_with_the_reason(tmp_path):
     site = tmp_path / "site"
     with zipfile.ZipFile(tmp_path / "dist" / built.stdout.split()[-1]) as whl:
         whl.extractall(site)
-    assert (site / "support" / "registry.py").exists() and not (site / "claims").exists()
-    out = _python("import support.registry", cwd=tmp_path, PYTHONPATH=str(site))
+    assert (site / "support" / "spec" / "registry.py").exists() and not (site / "claims").exists()
+    out = _python("import support.spec.registry", cwd=tmp_path, PYTHONPATH=str(site))
     assert out.returncode != 0
     assert "runs from a checkout of the suite" in out.stderr
     assert "pip install -e ." in out.stderr
@@ -83,11 +84,11 @@ def test_a_fingerprint_asks_nothing_of_a_framework_the_run_never_imported():
     # itself; the fingerprint still names it, under not_loaded
     out = _python("""
 import json, sys
-from support import environment
-fp = environment.fingerprint()
+from support.machine import fingerprint
+fp = fingerprint.fingerprint()
 assert "torch" not in sys.modules and "jax" not in sys.modules, sorted(sys.modules)
 import torch
-after = environment.fingerprint()
+after = fingerprint.fingerprint()
 assert "jax" not in sys.modules
 print(json.dumps([fp["not_loaded"], fp["devices"], after["not_loaded"],
                   [d["framework"] for d in after["devices"]]]))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from support import registry as reg
-from support import sources
-from support.expectations import load_expectations
+from support.spec import registry as reg
+from support.spec import sources
+from support.spec.expectations import load_expectations
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT.parent / "shared" / "reference" / "claims-catalogue.md"
@@ -182,8 +182,8 @@ def test_expectations_name_the_failure_they_expect(registry):
 
 
 def test_the_readme_verdict_table_is_the_vocabulary():
-    """The README defines each verdict in the words of support/verdicts.py, in its order."""
-    from support import verdicts
+    """The README defines each verdict in the words of support/spec/verdicts.py, in its order."""
+    from support.spec import verdicts
     text = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| ([a-z-]+) \| (.+) \|$", text, re.M)
     table = [(v, m) for v, m in rows if v in verdicts.VERDICTS]
@@ -211,10 +211,10 @@ def test_the_readme_lists_every_command():
 
 
 def test_every_measurement_a_figure_draws_is_recorded_by_a_test():
-    """support/figures.py declares what it draws (DRAWN); a measurement renamed in a test
+    """support/reports/figures.py declares what it draws (DRAWN); a measurement renamed in a test
     would otherwise turn its panel into "not measured" without anyone noticing."""
     import fnmatch
-    from support.figures import DRAWN
+    from support.reports.figure_data import DRAWN
     recorded = sources.static_recorded_names()
 
     def meet(pattern: str, glob: str) -> bool:
@@ -242,7 +242,7 @@ import importlib
 from support import cli
 for module, _ in cli.COMMANDS.values():
     importlib.import_module(module)
-from support.figures import DRAWN
+from support.reports.figure_data import DRAWN
 assert cli.main(["figures", "no-such-report.json"]) == 2
 print("ok")
 """

@@ -1,11 +1,11 @@
-"""support.timing: intervals, settling and interleaving, on synthetic trials."""
+"""support.machine.timing: intervals, settling and interleaving, on synthetic trials."""
 import numpy as np
 import pytest
 
-from support import registry as reg
-from support import timing
-from support.recorder import ClaimRecorder
-from support.tolerances import Bound
+from support.spec import registry as reg
+from support.machine import timing
+from support.harness.recorder import ClaimRecorder
+from support.spec.tolerances import Bound
 
 
 def cmp(a, b):

@@ -1,13 +1,13 @@
-"""The verdict rules as plain functions (support/verdicts.py, support/tolerances.judge):
+"""The verdict rules as plain functions (support/spec/verdicts.py, support/tolerances.judge):
 what a variant's ending and its figures make of it, what its expectations accept, and a
 claim's verdict from its variants. The pytest wiring is tested end to end in test_plugin."""
 from __future__ import annotations
 
 import pytest
 
-from support.expectations import Expectation
-from support import verdicts as v
-from support.tolerances import TABLE, Bound, judge
+from support.spec.expectations import Expectation
+from support.spec import verdicts as v
+from support.spec.tolerances import TABLE, Bound, judge
 
 
 def fig(outcome, value=1.0, rule="stated 1 (exact)", interval=None):
@@ -150,8 +150,8 @@ def test_the_vocabulary_is_ordered_worst_first_and_complete():
 def test_halt_judges_the_example_not_the_running_worst():
     """A property that halts on a broken bound must let Hypothesis shrink: after one bad
     example, a good one passes (the report still keeps the worst)."""
-    from support.recorder import ClaimRecorder
-    from support.registry import Claim, Figure
+    from support.harness.recorder import ClaimRecorder
+    from support.spec.registry import Claim, Figure
     c = Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
               stated="", kind="g", tier="fast")
     c.figures = {"share": [Figure("XX-01", "share", None, None, (Bound.parse("<= 1"),))]}

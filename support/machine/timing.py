@@ -1,0 +1,331 @@
+"""The one timing method of the suite. Every timing claim and every benchmark goes through it.
+
+The notes time things the way microbenchmarks are usually timed (protocol §4.7, §11; DEV-11):
+warm up, then take the **minimum over repeated trials**, because interference from the rest
+of the machine can only slow a trial down. This module fixes the rest of the method:
+
+* **Warm-up outside the timed region.** Each side is called ``warmup`` times before any
+  trial; that is where ``jax.jit`` compiles and where caches, allocators and thread pools
+  settle.
+* **Synchronisation inside the timed region.** A trial stops the clock only after the work
+  is done: ``jax.block_until_ready`` on a JAX result, ``torch.cuda.synchronize()`` for CUDA,
+  ``torch.mps.synchronize()`` for MPS (:func:`support.machine.devices.sync` picks the one of a device). Without it a GPU trial measures
+  how fast work was queued (DEV-05).
+* **The sides interleaved.** Trials go round-robin over the sides (A B A B ..., the order
+  reversed every other round) so that a burst of load from other processes hits every side
+  alike instead of one side's block of trials.
+* **The ratio is the measured value.** ``min(A) / min(B)`` is what a claim records and
+  compares; absolute times are recorded (seconds, with the per-trial lists) and never
+  asserted, since they belong to the machine.
+
+Intervals, not bands
+--------------------
+A ratio ``min(A) / min(B)`` comes with a 95 % bootstrap interval: the rounds (a round holds
+one trial of every side, run back to back, so they saw the same load) are resampled with
+replacement, and the ratio of the minima is recomputed on each resample (:class:`Estimate`).
+The interval is how well the run pinned the minima down: on a quiet machine the smallest
+trials agree and it is narrow; under bursts of load it widens. A figure in the registry
+("eager/jit", with the bound of the qualitative claim and the notes' stated value) is then
+
+* **decided** when the whole interval lies on one side of each bound and of each edge of the
+  stated figure's tolerance: holds, drift (stated figure missed) or fails (bound contradicted);
+* **undecided** otherwise: the claim is **inconclusive**, which never fails a run and never
+  counts as holds.
+
+:func:`settle` repeats rounds while the figure is undecided and the claim's time budget
+lasts, so repeats are spent where the interval needs them, not everywhere.
+
+Usage in a claim test::
+
+    from support.machine import timing
+    cmp = timing.compare({"loop": loop, "vmap": vmap}, repeats=10, sync=timing.jax_sync)
+    timing.check_ratio(claim, "loop/vmap", cmp, "loop", "vmap", budget_s=3)
+
+and in a benchmark (tier ``bench``; same trials, same warm-up, same synchronisation)::
+
+    timing.bench(benchmark, {"eager": f, "jit": g}, measured="jit", repeats=20,
+                 sync=timing.jax_sync, extra_info={"claim": "JIT-16", "device": "cpu"})
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+# the bootstrap: resamples per interval and its coverage
+RESAMPLES = 2000
+LEVEL = 0.95
+# settle() stops adding rounds here: past a thousand rounds the minima no longer move, and
+# the bootstrap's cost grows with the rounds
+MAX_ROUNDS = 1000
+
+
+# --------------------------------------------------------------------------- synchronisation
+def no_sync(result=None) -> None:
+    """CPU work (NumPy, torch on CPU) is finished when the call returns."""
+
+
+def jax_sync(result) -> None:
+    """Wait for every array in ``result`` (JAX dispatches asynchronously, CPU included)."""
+    import jax
+    jax.block_until_ready(result)
+
+
+def torch_cuda_sync(result=None) -> None:
+    import torch
+    torch.cuda.synchronize()
+
+
+def torch_mps_sync(result=None) -> None:
+    import torch
+    torch.mps.synchronize()
+
+
+def time_call(fn: Callable, sync: Callable = no_sync) -> float:
+    """One trial: seconds from the call to the end of the work ``fn`` started."""
+    t0 = time.perf_counter()
+    out = fn()
+    sync(out)
+    return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class Side:
+    """The trials of one side, in seconds."""
+
+    name: str
+    times: list[float]
+
+    @property
+    def min(self) -> float:
+        return min(self.times)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the trials (DEV-10: timings are not reproducible)."""
+        if len(self.times) < 2:
+            return 0.0
+        return statistics.stdev(self.times) / statistics.mean(self.times)
+
+    def summary(self) -> dict:
+        return {"min_s": self.min, "median_s": self.median, "n": len(self.times),
+                "cv": round(self.cv, 4)}
+
+
+@dataclass
+class Estimate:
+    """A timing statistic with its bootstrap replicates (``boot``) and 95 % interval."""
+
+    label: str
+    value: float
+    boot: np.ndarray
+    rounds: int
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        tail = (1 - LEVEL) / 2 * 100
+        lo, hi = np.percentile(self.boot, [tail, 100 - tail])
+        return float(min(lo, self.value)), float(max(hi, self.value))
+
+    @property
+    def text(self) -> str:
+        lo, hi = self.interval
+        return f"{self.value:.3g} [{lo:.3g}, {hi:.3g}]"
+
+    def __truediv__(self, other: "Estimate") -> "Estimate":
+        """A ratio of two statistics (a speed-up over a speed-up); resampled jointly when
+        both come from the same rounds, independently otherwise."""
+        return Estimate(f"({self.label}) / ({other.label})", self.value / other.value,
+                        self.boot / other.boot, min(self.rounds, other.rounds))
+
+    def inverse(self) -> "Estimate":
+        return Estimate(f"1 / ({self.label})", 1 / self.value, 1 / self.boot, self.rounds)
+
+
+def _resample_index(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, n, size=(RESAMPLES, n))
+
+
+@dataclass
+class Comparison:
+    """Interleaved trials of several sides; :meth:`extend` adds rounds to the same sides."""
+
+    sides: dict[str, Side]
+    rounds: int
+    fns: dict = field(default_factory=dict, repr=False)
+    syncs: dict = field(default_factory=dict, repr=False)
+    seed: int = 0
+
+    def __getitem__(self, name: str) -> Side:
+        return self.sides[name]
+
+    def ratio(self, a: str, b: str) -> Estimate:
+        """How many times slower ``a`` is than ``b`` (>1: ``b`` is faster), ``min(a)/min(b)``,
+        with the rounds resampled in pairs (a round's trials saw the same load)."""
+        ta, tb = np.asarray(self.sides[a].times), np.asarray(self.sides[b].times)
+        n = min(len(ta), len(tb))
+        idx = _resample_index(n, self.seed + n)
+        boot = ta[:n][idx].min(axis=1) / tb[:n][idx].min(axis=1)
+        return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), boot, n)
+
+    def extend(self, rounds: int) -> None:
+        """Run ``rounds`` more interleaved rounds (the sides are warm already)."""
+        if not self.fns:
+            raise ValueError("this comparison was built from recorded trials; it cannot be extended")
+        _rounds(self.fns, self.syncs, self.sides, rounds, start=self.rounds)
+        self.rounds += rounds
+
+    def times(self) -> dict:
+        return {k: s.summary() for k, s in self.sides.items()}
+
+
+def _rounds(fns, syncs, out: dict[str, Side], repeats: int, start: int = 0,
+            max_seconds: float | None = None, min_repeats: int = 5) -> int:
+    names = list(fns)
+    spent, done = 0.0, 0
+    for r in range(start, start + repeats):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            t = time_call(fns[n], syncs[n])
+            out[n].times.append(t)
+            spent += t
+        done += 1
+        if max_seconds is not None and spent > max_seconds and done >= min_repeats:
+            break
+    return done
+
+
+def compare(sides: Mapping[str, Callable], *, repeats: int, warmup: int = 1,
+            sync: Callable | Mapping[str, Callable] = no_sync,
+            max_seconds: float | None = None, min_repeats: int = 5) -> Comparison:
+    """Time every side ``repeats`` times, interleaved, after ``warmup`` untimed calls each.
+
+    ``sync`` is one function for all sides or one per side. With ``max_seconds`` the rounds
+    stop early once that much time was spent on trials (never before ``min_repeats``
+    rounds); :func:`settle` adds rounds later where a figure needs them."""
+    names = list(sides)
+    syncs = {n: (sync[n] if isinstance(sync, Mapping) else sync) for n in names}
+    for _ in range(warmup):
+        for n in names:
+            syncs[n](sides[n]())
+    out = {n: Side(n, []) for n in names}
+    done = _rounds(dict(sides), syncs, out, repeats, max_seconds=max_seconds,
+                   min_repeats=min_repeats)
+    return Comparison(out, done, dict(sides), syncs, zlib.crc32("|".join(names).encode()))
+
+
+def dispatch_vs_done(fn: Callable, sync: Callable, *, repeats: int, warmup: int = 1
+                     ) -> Comparison:
+    """Asynchronous dispatch (DEV-05): per trial, the time for ``fn`` to *return*
+    ("returned") and the time until its work is *done* ("done", after ``sync``). The queue is
+    drained before each trial, outside the clock, so trials do not overlap."""
+    for _ in range(warmup):
+        sync(fn())
+    ret, done = Side("returned", []), Side("done", [])
+    for _ in range(repeats):
+        sync(None)
+        t0 = time.perf_counter()
+        out = fn()
+        t1 = time.perf_counter()
+        sync(out)
+        t2 = time.perf_counter()
+        ret.times.append(t1 - t0)
+        done.times.append(t2 - t0)
+    return Comparison({"returned": ret, "done": done}, repeats)
+
+
+# --------------------------------------------------------------------------- verdicts
+def record_times(claim, cmp: Comparison, prefix: str = "") -> None:
+    """Record the absolute times (seconds) of every side: reported, never asserted."""
+    for name, side in cmp.sides.items():
+        claim.record(f"{prefix}{name} min", side.min, unit="s",
+                     note=f"median {side.median:.4g} s over {len(side.times)} interleaved trials")
+
+
+def record_estimate(claim, name: str, est: Estimate) -> float:
+    """Record a timing statistic the notes do not state, with its interval."""
+    lo, hi = est.interval
+    claim.record(name, est.value, note=f"{est.label} over {est.rounds} rounds, "
+                                       f"{LEVEL:.0%} bootstrap interval [{lo:.3g}, {hi:.3g}]")
+    return est.value
+
+
+def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
+           budget_s: float, step: int | None = None) -> Estimate:
+    """Check the registry's figure ``name`` against a timing statistic and its interval,
+    adding rounds to ``comparisons`` while the figure is undecided and ``budget_s`` seconds
+    of extra rounds last. Returns the final estimate (recorded with ``claim.check``)."""
+    t0 = time.perf_counter()
+    est = estimate()
+    def extendable():
+        return [c for c in comparisons if c.fns and c.rounds < MAX_ROUNDS]
+
+    while extendable() and not claim.decided(name, est.value, est.interval) \
+            and time.perf_counter() - t0 < budget_s:
+        for c in extendable():
+            c.extend(min(step or max(5, c.rounds // 2), MAX_ROUNDS - c.rounds))
+        est = estimate()
+    lo, hi = est.interval
+    claim.check(name, est.value, interval=(lo, hi), timed=True,
+                note=f"{est.label} over {est.rounds} interleaved rounds; {LEVEL:.0%} "
+                     f"bootstrap interval [{lo:.3g}, {hi:.3g}]")
+    return est
+
+
+def check_ratio(claim, name: str, cmp: Comparison, a: str, b: str, *,
+                budget_s: float = 2.0) -> Estimate:
+    """:func:`settle` for the ratio ``min(a)/min(b)`` of one comparison."""
+    return settle(claim, name, lambda: cmp.ratio(a, b), [cmp], budget_s=budget_s)
+
+
+# --------------------------------------------------------------------------- benchmarks
+def bench(benchmark, sides: Mapping[str, Callable], measured: str, *, repeats: int,
+          warmup: int = 1, sync: Callable | Mapping[str, Callable] = no_sync,
+          extra_info: Mapping | None = None) -> Comparison:
+    """Run :func:`compare`'s method under pytest-benchmark.
+
+    pytest-benchmark times ``measured`` (its timed target ends with the synchronisation);
+    the other sides are timed by :func:`time_call` in the untimed ``setup`` before each
+    round, so the sides stay interleaved and the trials are the ones the claim tests use.
+    ``extra_info`` gains the claim ID and device given by the caller, the other sides' times
+    and the ratios ``other/measured`` with their intervals. Returns the Comparison. (Where
+    benchmarks are disabled the claims plugin skips the test before it gets here.)"""
+    names = list(sides)
+    syncs = {n: (sync[n] if isinstance(sync, Mapping) else sync) for n in names}
+    others = [n for n in names if n != measured]
+    for _ in range(warmup):
+        for n in names:
+            syncs[n](sides[n]())
+    other_times: dict[str, list[float]] = {n: [] for n in others}
+    rnd = [0]
+
+    def setup():
+        order = others if rnd[0] % 2 == 0 else others[::-1]
+        for n in order:
+            other_times[n].append(time_call(sides[n], syncs[n]))
+        rnd[0] += 1
+
+    fn, s = sides[measured], syncs[measured]
+    benchmark.pedantic(lambda: s(fn()), setup=setup, rounds=repeats, warmup_rounds=0,
+                       iterations=1)
+    info = dict(extra_info or {})
+    info["side"] = measured
+    mine = list(benchmark.stats.stats.data)
+    cmp = Comparison({measured: Side(measured, mine),
+                      **{n: Side(n, t[:len(mine)]) for n, t in other_times.items()}},
+                     len(mine))
+    for n in others:
+        r = cmp.ratio(n, measured)
+        info[f"ratio {n}/{measured}"] = round(r.value, 4)
+        info[f"ratio {n}/{measured} interval"] = [round(x, 4) for x in r.interval]
+        info[f"{n} min_s"] = cmp[n].min
+    benchmark.extra_info.update(info)
+    return cmp

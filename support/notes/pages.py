@@ -1,0 +1,309 @@
+"""The notes, annotated: each document's own text as one self-contained page, every claim's
+sentence highlighted in its verdict's colour with its ID, plus ``errata.md`` and
+``notes.json``.
+
+    python -m support notes reports/claims.json --notes ../shared/notes/lecture-11-notes.txt \\
+        --notes ../shared/notes/frameworks-summary.txt -o reports/notes
+
+The text is read at build time from the files given (the suite holds none of it); each claim
+is found by its registry fingerprint (support/notes/locate.py). Opening a highlight shows the claim:
+stated vs measured, tolerance, reason, variants, test node ids and the redrawn figure where
+one exists (support/reports/figures.py, when matplotlib is installed). The bar on top counts the
+run's verdicts; "only what does not hold" leaves the highlights of error, fails, drift,
+inconclusive and partial. Claims the file does not hold any more are listed at the end.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+from pathlib import Path
+
+from support.notes import errata, locate as notes_mod
+from support.spec import verdicts
+from support.spec.formatting import fmt
+
+TITLES = {"lecture": "Lecture 11 notes", "sheet": "Summary sheet"}
+LIGHT = {"not-testable", "not-run", "skipped", "partial", "inconclusive", "pending"}
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def figure_claims() -> dict[str, list[str]]:
+    """{claim id: [figure names]}: the claims each figure of support/reports/panels.py draws."""
+    from support.reports.panels import FIGURES
+    out: dict[str, list[str]] = {}
+    for name, _title, _fn, claims in FIGURES:
+        for cid in claims:
+            out.setdefault(cid, []).append(name)
+    return out
+
+
+def _figures(report: dict, want: bool) -> tuple[dict, dict, str]:
+    """({figure name: {title, uri, note}}, {claim: [figure names]}, why none)."""
+    if not want:
+        return {}, {}, "figures not requested"
+    try:
+        from support.reports import figures
+    except ImportError as exc:   # matplotlib is an optional extra
+        return {}, {}, f"figures not drawn: {exc} (pip install -e '.[figures]')"
+    drawn = figures.draw_all([("this run", report, [])])
+    figs = {f["name"]: {"title": f["title"], "note": f["note"],
+                        "uri": "data:image/png;base64," + base64.b64encode(f["png"]).decode()}
+            for f in drawn}
+    return figs, figure_claims(), ""
+
+
+# --------------------------------------------------------------------------- one claim
+def _stated_table(c: dict) -> str:
+    rows = errata.stated_rows(c)
+    if not rows:
+        return ""
+    body = "".join(
+        f"<tr><td>{_e(r['variant'])}</td><td>{_e(r['name'])}</td><td>{_e(fmt(r['stated']))}</td>"
+        f"<td>{_e(r['measured'])} {_e(r['unit'])}</td><td>{_e(r['tolerance'])}</td>"
+        f"<td>{_e(r['outcome'])}</td></tr>" for r in rows)
+    return ("<table><tr><th>variant</th><th>figure</th><th>notes</th><th>measured</th>"
+            f"<th>tolerance</th><th>outcome</th></tr>{body}</table>")
+
+
+def _variants(c: dict) -> str:
+    items = "".join(
+        f"<li><b class='v' style='--c:{verdicts.COLOURS.get(v['verdict'], '#999')}'>"
+        f"{_e(v['verdict'])}</b> <code>{_e(v.get('test', ''))}</code>"
+        f"{(' - ' + _e(v['reason'])) if v.get('reason') else ''}"
+        f"<div class='m'>{_e(fmt(v.get('measured')))}</div></li>" for v in c.get("variants", []))
+    return f"<ul>{items}</ul>" if items else ""
+
+
+def detail(c: dict, loc, figs: dict, fig_ids: list[str]) -> str:
+    v = c.get("verdict") or "not-run"
+    where = (f"{loc.status} at line {loc.line}" if loc and loc.line else
+             f"{loc.status if loc else 'not located'}: {loc.reason if loc else ''}")
+    parts = [
+        f"<div class='detail' id='d-{_e(c['id'])}' data-id='{_e(c['id'])}'>",
+        f"<h3>{_e(c['id'])} <b class='v' style='--c:{verdicts.COLOURS.get(v, '#999')}'>{_e(v)}"
+        f"</b></h3><p class='m'>{_e(verdicts.MEANING.get(v, ''))}</p>",
+        f"<p>{_e(c.get('paraphrase', ''))}</p>",
+        f"<p class='m'>{_e(c.get('section', ''))} · source {_e(c.get('source', ''))} · "
+        f"sentence {_e(where)} · kind {_e(c.get('kind', ''))} · tier {_e(c.get('tier', ''))}</p>",
+        f"<p><b>stated:</b> {_e(c.get('stated') or '-')} · <b>measured:</b> "
+        f"{_e(errata.measured_text(c, only_outside=False) or '-')}</p>",
+        f"<p><b>tolerance:</b> {_e(c.get('tolerance') or '-')}</p>", _stated_table(c),
+        f"<p><b>reason:</b> {_e(c.get('reason') or '-')}</p>" if c.get("reason") else "",
+        _variants(c),
+        "<p><b>tests:</b></p><ul>" + "".join(f"<li><code>{_e(t)}</code></li>"
+                                            for t in c.get("tests", [])) + "</ul>",
+    ]
+    for name in fig_ids:
+        if name in figs:
+            parts.append(f"<figure><img class='figure' data-src='{_e(name)}' alt='{_e(name)}'>"
+                         f"<figcaption>{_e(figs[name]['title'])} {_e(figs[name]['note'])}"
+                         "</figcaption></figure>")
+    return "".join(parts) + "</div>"
+
+
+# --------------------------------------------------------------------------- the page
+def _marks(text: str, sentences: list, marked: dict[int, list[tuple[dict, object]]]) -> str:
+    """The text, escaped, with each claimed sentence wrapped in a highlight and its badges."""
+    out, pos = [], 0
+    for i in sorted(marked, key=lambda i: sentences[i].start):
+        s, claims = sentences[i], marked[i]
+        vs = [c.get("verdict") or "not-run" for c, _ in claims]
+        worst = verdicts.worst(vs)
+        is_open = any(v in verdicts.NOT_HOLDING for v in vs)
+        changed = any(loc.status == "changed" for _, loc in claims)
+        badges = "".join(
+            f"<a class='cid{' light' if (c.get('verdict') or '') in LIGHT else ''}' "
+            f"href='#d-{_e(c['id'])}' data-id='{_e(c['id'])}' "
+            f"data-verdict='{_e(c.get('verdict'))}' data-status='{_e(loc.status)}' "
+            f"data-open='{int(c.get('verdict') in verdicts.NOT_HOLDING)}' "
+            f"style='--c:{verdicts.COLOURS.get(c.get('verdict'), '#999')}'>{_e(c['id'])}</a>"
+            for c, loc in claims)
+        out.append(_gap(text[pos:s.start]))
+        out.append(f"<mark class='claim{' changed' if changed else ''}' data-verdict='{worst}' "
+                   f"data-open='{int(is_open)}' style='--c:{verdicts.COLOURS.get(worst, '#999')}'>"
+                   f"{_e(text[s.start:s.end])}{badges}</mark>")
+        pos = s.end
+    out.append(_gap(text[pos:]))
+    return "".join(out)
+
+
+_HEAD = re.compile(r"(?m)^(#{1,6} [^\n]+|[^\s#][^\n]{0,118}#)$")   # Markdown, or "Title#"
+
+
+def _gap(text: str) -> str:
+    """Text between highlights, escaped, with its headings shown as headings."""
+    return _HEAD.sub(lambda m: f"<span class='h'>{m.group(1)}</span>", _e(text))
+
+
+def _bar(report: dict, located: int, total: int, statuses: dict) -> str:
+    counts = "".join(
+        f"<span class='count{' light' if v in LIGHT else ''}' data-verdict='{v}' data-count='{n}' "
+        f"style='--c:{verdicts.COLOURS.get(v, '#999')}' title='{_e(verdicts.MEANING.get(v, ''))}'>"
+        f"{v} <b>{n}</b></span>"
+        for v, n in sorted(report.get("summary", {}).items(),
+                           key=lambda kv: verdicts.ORDER.index(kv[0])
+                           if kv[0] in verdicts.ORDER else 99) if n)
+    st = ", ".join(f"{k} {n}" for k, n in statuses.items() if n)
+    return (f"<div id='bar'><div class='counts'>{counts}</div>"
+            "<label><input type='checkbox' id='only-open'> only what does not hold ("
+            f"{', '.join(verdicts.NOT_HOLDING)})</label> <span class='m'>on this page: {located} of "
+            f"{total} claims located ({_e(st)})</span></div>")
+
+
+CSS = """
+body{font:15px/1.5 Georgia,serif;margin:0;color:#222}
+#bar{position:sticky;top:0;background:#fafafa;border-bottom:1px solid #ccc;padding:.5em 1em;
+font:13px system-ui,sans-serif;z-index:2}
+.count,.cid,b.v{display:inline-block;background:var(--c);color:#fff;border-radius:3px;
+padding:0 .4em;margin:0 .2em .2em 0;font:12px system-ui,sans-serif;text-decoration:none}
+.light{color:#222}
+#wrap{display:flex}#text{flex:3;white-space:pre-wrap;padding:1em 1.5em;max-width:60em}
+#panel{flex:2;position:sticky;top:4em;align-self:flex-start;max-height:85vh;overflow:auto;
+padding:1em;font:13px system-ui,sans-serif;border-left:1px solid #ddd}
+mark.claim{background:color-mix(in srgb,var(--c) 22%,transparent);border-bottom:2px solid var(--c);
+cursor:pointer}mark.claim.changed{outline:1px dashed var(--c)}
+body.only-open mark.claim[data-open='0']{background:none;border:none}
+body.only-open .cid[data-open='0']{display:none}
+.h{font-weight:bold;font-size:1.15em}#panel code{word-break:break-all}
+.m{color:#666;font-size:.9em}table{border-collapse:collapse}td,th{border:1px solid #ddd;
+padding:2px 5px;font-size:12px}#claims .detail{border-top:1px solid #eee;padding:.3em 1em}
+#claims,#unlocated{font:13px system-ui,sans-serif;padding:0 1.5em}figure img{max-width:100%}
+"""
+
+JS = """
+(function(){
+  var errors=[];
+  window.addEventListener('error',function(e){errors.push(String(e.message));});
+  function figs(root){var ims=root.querySelectorAll('img.figure[data-src]');
+    for(var i=0;i<ims.length;i++){var f=document.getElementById('fig-'+ims[i].getAttribute('data-src'));
+      if(f&&!ims[i].src){ims[i].src=f.getAttribute('src');}}}
+  function show(id){var d=document.getElementById('d-'+id);var p=document.getElementById('panel');
+    if(d&&p){p.innerHTML=d.innerHTML;figs(p);}}
+  function filter(){document.body.classList.toggle('only-open',
+    document.getElementById('only-open').checked);}
+  document.addEventListener('click',function(e){
+    var a=e.target.closest('.cid');var m=e.target.closest('mark.claim');
+    if(a){e.preventDefault();show(a.getAttribute('data-id'));}
+    else if(m){var b=m.querySelector('.cid');if(b){show(b.getAttribute('data-id'));}}});
+  document.getElementById('only-open').addEventListener('change',filter);
+  function check(){
+    filter();figs(document);
+    var b=document.querySelectorAll('#text .cid'),seen={},dup=[],vis={};
+    for(var i=0;i<b.length;i++){var id=b[i].getAttribute('data-id');
+      if(seen[id]){dup.push(id);}seen[id]=1;
+      if(b[i].offsetParent!==null){var v=b[i].getAttribute('data-verdict');vis[v]=(vis[v]||0)+1;}}
+    var c=document.querySelectorAll('#bar .count'),counts=[];
+    for(var j=0;j<c.length;j++){counts.push(c[j].getAttribute('data-verdict')+':'+c[j].getAttribute('data-count'));}
+    var ims=document.querySelectorAll('img.figure[src]'),ok=0;
+    for(var k=0;k<ims.length;k++){if(ims[k].complete&&ims[k].naturalWidth>0){ok++;}}
+    var vl=[];for(var key in vis){vl.push(key+':'+vis[key]);}
+    var el=document.getElementById('render-check');
+    el.setAttribute('data-badges',b.length);el.setAttribute('data-ids',Object.keys(seen).join(','));
+    el.setAttribute('data-duplicates',dup.join(','));el.setAttribute('data-visible',vl.join(','));
+    el.setAttribute('data-counts',counts.join(','));el.setAttribute('data-figures',ims.length);
+    el.setAttribute('data-loaded',ok);el.setAttribute('data-errors',errors.join(' | '));
+    el.textContent='render-check done';}
+  window.addEventListener('load',check);
+})();
+"""
+
+
+def page(doc: str, notes, report: dict, located: dict, figs: dict, fig_of: dict,
+         unlocated: list[tuple[dict, str]]) -> str:
+    """One document's page. ``located``: {id: (claim, Location)} for claims found in it."""
+    marked: dict[int, list] = {}
+    for c, loc in located.values():
+        marked.setdefault(loc.sentence, []).append((c, loc))
+    statuses = {s: sum(1 for _, loc in located.values() if loc.status == s)
+                for s in notes_mod.STATUSES}
+    total = len(located) + len(unlocated)
+    shown = [c for c, _ in located.values()] + [c for c, _ in unlocated]
+    details = "".join(detail(c, (located.get(c["id"]) or (None, None))[1], figs,
+                             fig_of.get(c["id"], [])) for c in shown)
+    missing = "".join(f"<li><a class='cid' href='#d-{_e(c['id'])}' style='--c:"
+                      f"{verdicts.COLOURS.get(c.get('verdict'), '#999')}'>{_e(c['id'])}</a> "
+                      f"{_e(c.get('source', ''))}: {_e(why)}</li>" for c, why in unlocated)
+    used = {n for c in shown for n in fig_of.get(c["id"], [])}
+    store = "".join(f"<figure><img class='store' id='fig-{_e(n)}' src='{f['uri']}' alt='{_e(n)}'>"
+                    f"<figcaption>{_e(f['title'])} {_e(f['note'])}</figcaption></figure>"
+                    for n, f in figs.items() if n in used)
+    return "".join([
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{_e(TITLES.get(doc, doc))}, annotated</title><style>{CSS}</style></head><body>",
+        _bar(report, len(located), total, statuses),
+        "<div id='wrap'><div id='text'>", _marks(notes.text, notes.sentences, marked),
+        "</div><aside id='panel'><p class='m'>Click a highlighted sentence or an ID to see the "
+        "claim: stated vs measured, tolerance, reason, variants and tests.</p></aside></div>",
+        f"<section id='unlocated'><h2>Claims not located in this file ({len(unlocated)})</h2>"
+        f"<ul>{missing}</ul></section>" if unlocated else "",
+        f"<section id='claims'><h2>Every claim of this document ({total})</h2>{details}</section>",
+        f"<section id='figures'><h2>Figures redrawn from this run</h2>{store}</section>"
+        if store else "",
+        "<p class='m'><span id='render-check'>render-check pending</span></p>",
+        f"<script>{JS}</script></body></html>"])
+
+
+def build(report: dict, paths, out: Path, registry: dict | None = None,
+          figures: bool = True) -> dict:
+    """Write ``<document>.html`` per notes file, ``errata.md`` and ``notes.json`` into ``out``."""
+    from support.spec.registry import load_registry
+    registry = registry if registry is not None else load_registry()
+    docs = notes_mod.read_all(registry, paths)
+    locs = {loc.id: loc for loc in notes_mod.locate_docs(registry, docs)}
+    figs, fig_of, why_no_figs = _figures(report, figures)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for doc, notes in docs.items():
+        located, unlocated = {}, []
+        for c in report.get("claims", []):
+            if c.get("document") != doc:
+                continue
+            loc = locs.get(c["id"])
+            if loc is None:
+                unlocated.append((c, "not in the registry"))
+            elif loc.sentence is None:
+                unlocated.append((c, f"{loc.status}: {loc.reason}"))
+            else:
+                located[c["id"]] = (c, loc)
+        path = out / f"{doc}.html"
+        path.write_text(page(doc, notes, report, located, figs, fig_of, unlocated), encoding="utf-8")
+        written.append(path)
+    files = {d: str(n.path) for d, n in docs.items()}
+    (out / "errata.md").write_text(errata.markdown(report, locs, files), encoding="utf-8")
+    summary = {d: {s: sum(1 for loc in locs.values() if loc.document == d and loc.status == s)
+                   for s in notes_mod.STATUSES} for d in docs}
+    (out / "notes.json").write_text(json.dumps({
+        "schema": 1, "files": files, "summary": summary,
+        "claims": [loc.as_json() for loc in locs.values()]}, indent=1), encoding="utf-8")
+    return {"pages": written, "errata": out / "errata.md", "notes": out / "notes.json",
+            "locations": locs, "summary": summary, "figures": why_no_figs or len(figs)}
+
+
+def arguments(command: str, parser) -> None:
+    parser.add_argument("report", type=Path, help="a claims.json")
+    parser.add_argument("--notes", action="append", required=True, metavar="PATH",
+                        help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
+    parser.add_argument("-o", "--out", type=Path, default=Path("reports/notes"))
+    parser.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+
+
+def run(command: str, args) -> int:
+    report = json.loads(Path(args.report).read_text(encoding="utf-8"))
+    res = build(report, args.notes, args.out, figures=not args.no_figures)
+    for doc, counts in res["summary"].items():
+        print(f"{doc}: " + ", ".join(f"{k} {n}" for k, n in counts.items() if n))
+    for loc in res["locations"].values():
+        if loc.status not in ("found",):
+            print(f"  {loc.id:<9} {loc.status:<8} {loc.recorded}"
+                  + (f" -> line {loc.line}" if loc.line else "") + (f": {loc.reason}" if loc.reason else ""))
+    ent = errata.entries(report, res["locations"])
+    print("errata: " + ", ".join(f"{v} {sum(1 for e in ent if e['verdict'] == v)}"
+                                  for v in errata.ERRATA))
+    print("written: " + ", ".join(str(p) for p in [*res["pages"], res["errata"], res["notes"]])
+          + (f" (figures: {res['figures']})" if res["figures"] else ""))
+    return 0

@@ -1,0 +1,386 @@
+"""What changed between two runs, and keeping a run in ``claims/history/``.
+
+    python -m support diff OLD NEW [--md PATH] [--html PATH] [--count-timing]
+    python -m support keep RUN --label NAME [--machine NAME] [--note TEXT]
+
+``diff``: OLD and NEW are each a ``claims.json``, a folder holding one (a tox env's
+``reports/<env>/``, a ``claims/history/<run>/``), or ``last`` (the newest run kept in
+``claims/history/``; ``last:LABEL`` the newest kept with that label, e.g. ``last:latest``).
+It prints
+
+* **changes**: a verdict that changed (or stayed, but known in one run and unexpected in the
+  other), a claim that became not-applicable or partial (or stopped being), a stated figure
+  that moved beyond its tolerance, an API fact (a count, a flag, a string) that changed;
+* **not counted**: the same for timing claims (kind d, a verdict that is or was
+  inconclusive, a miss of timings judged by their interval, figures that are times), which
+  move with the machine's load as much as with a release (``--count-timing`` counts them);
+* **not compared**: claims that ran in one run only (a tier, device or the data not selected);
+* **environment**: the versions and machine facts that differ.
+
+The comparison is :func:`support.reports.runs.differences` on the two runs, read in the OLD -> NEW
+direction. Exit status: 1 when a claim changed, 0 when none did (differing versions alone
+are not a change: a release that moves no sentence passes), 2 when an input is unreadable.
+
+``keep``: copies a run's ``claims.json``, ``claims.md`` and benchmark JSON into
+``claims/history/<date>-<label>-<machine>/`` with a generated ``NOTE.md`` (environment,
+verdict counts, wall time, your note), so the next ``diff last ...`` compares against it.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from support.reports import matrix, page, runs
+from support.spec import tolerances
+
+# verdicts that say the claim was measured here; the verdict machinery may add more
+MEASURED = tuple(dict.fromkeys(runs.EXECUTED + ("partial", "inconclusive")))
+NOT_ENV = ("label", "suite commit", "wall time (s)", "verdicts")
+COUNTED = ("verdict changed", "expectation changed", "became partial", "no longer partial",
+           "became not-applicable", "no longer not-applicable", "figure moved", "value changed")
+
+
+class DiffError(ValueError):
+    """An input is missing or not a claims report."""
+
+
+# --------------------------------------------------------------------------- inputs
+def resolve(spec: str | Path, history: Path = runs.HISTORY) -> Path:
+    """A path, or ``last`` / ``last:LABEL``: the newest run kept in ``history`` (whose label,
+    the folder name after its date, starts with ``LABEL-``)."""
+    s = str(spec)
+    if s == "last" or s.startswith("last:"):
+        label = s.partition(":")[2]
+        kept = sorted((p.parent for p in history.glob("*/claims.json")
+                       if not label or _label_of(p.parent.name).startswith(label + "-")),
+                      key=lambda p: p.name)
+        if not kept:
+            raise DiffError(f"{s}: no run kept in {history}" +
+                            (f" with the label {label!r}" if label else ""))
+        return kept[-1]
+    return Path(spec)
+
+
+def _label_of(folder: str) -> str:
+    """'2026-11-29-py311-oldest-cpu2core' -> 'py311-oldest-cpu2core'."""
+    return re.sub(r"^\d{4}-\d{2}-\d{2}-", "", folder)
+
+
+def load_run(spec: str | Path, history: Path = runs.HISTORY) -> runs.Run:
+    path = resolve(spec, history)
+    if not path.exists():
+        raise DiffError(f"{path}: no such file or folder")
+    loaded, problems = runs.load([path])
+    loaded = [r for r in loaded if r.claims]
+    if not loaded:
+        why = "; ".join(p["problem"] for p in problems) or "no claims in it"
+        raise DiffError(f"{path}: not a claims report ({why})")
+    return loaded[0]
+
+
+# --------------------------------------------------------------------------- comparing
+def _verdict(claim: dict | None) -> str:
+    return (claim or {}).get("verdict") or "absent"
+
+
+def _shown(claim: dict | None) -> str:
+    return _verdict(claim) + runs._known(claim) if claim else "absent"
+
+
+def _timing(old: dict | None, new: dict | None, moved: list[str]) -> bool:
+    """A timing claim (kind d), an inconclusive verdict (a timing inside its noise band), a
+    claim that misses only timings judged by their bootstrap interval, or one whose only
+    moved figures are times or speeds: these move with the machine's load as much as with a
+    release."""
+    claims = [c for c in (old, new) if c]
+    if any(c.get("kind") == "d" or c.get("verdict") == "inconclusive" or _interval_judged(c)
+           for c in claims):
+        return True
+    return bool(moved) and all(runs.TIMING.search(f) for f in moved)
+
+
+def _interval_judged(claim: dict) -> bool:
+    """Every figure that misses its rule is a timing judged by its interval. (A statistical
+    interval, a mean's or a share's over seeded runs, is not: it moves with a release only.
+    Reports written before figures said ``timed`` had timing intervals only.)"""
+    missed = [m for m in runs._figures(claim).values()
+              if m.get("outcome") not in (None, "within")]
+    return bool(missed) and all("interval" in m and m.get("timed", True) for m in missed)
+
+
+def compare(old: runs.Run, new: runs.Run, count_timing: bool = False) -> dict:
+    """The differences between two runs, OLD -> NEW, as rows of a report (see module doc)."""
+    a, b = replace(old, name="old"), replace(new, name="new")
+    same_rules = a.data.get("schema") == b.data.get("schema")
+    rows: list[dict] = []
+    seen: set[tuple[str, str]] = set()
+    for d in runs.differences([a, b]):
+        vals = d.get("values", {})
+        co, cn = a.claims.get(d["id"]), b.claims.get(d["id"])
+        if d["kind"] == "figure moved" and not _figure_moved(co, cn, d, same_rules):
+            continue
+        row = {"id": d["id"], "section": d["section"],
+               "paraphrase": (cn or co or {}).get("paraphrase", ""),
+               "old": _shown(co), "new": _shown(cn), "reason": (cn or {}).get("reason", "")}
+        if d["kind"] == "verdict flipped":
+            row["what"] = _verdict_kind(_verdict(co), _verdict(cn))
+            row["detail"] = f"{row['old']} -> {row['new']}"
+        elif d["kind"] == "newly not-applicable":
+            gone = _verdict(cn) == "not-applicable"
+            row["what"] = "became not-applicable" if gone else "no longer not-applicable"
+            row["reason"] = (cn if gone else co or {}).get("reason", "")
+            row["detail"] = f"{row['old']} -> {row['new']}"
+        else:   # "figure moved", "value changed": the measured values, old -> new
+            row["what"], row["figure"] = d["kind"], d["figure"]
+            stated = f"stated {d['stated']}; " if "stated" in d else ""
+            row["detail"] = (f"{d['figure']}: {stated}{runs.fmt(vals.get('old'))} -> "
+                             f"{runs.fmt(vals.get('new'))}")
+        seen.add((row["id"], row["what"]))
+        rows.append(row)
+    # verdict changes the matrix does not count as executed (partial, inconclusive, ...), and
+    # the same verdict, known in one run (claims/expectations.toml) and unexpected in the other
+    for cid in sorted(set(a.claims) & set(b.claims)):
+        vo, vn = _verdict(a.claims[cid]), _verdict(b.claims[cid])
+        if vo in MEASURED and vn in MEASURED and _shown(a.claims[cid]) != _shown(b.claims[cid]):
+            what = _verdict_kind(vo, vn) if vo != vn else "expectation changed"
+            if (cid, what) not in seen and (cid, "verdict changed") not in seen:
+                c = b.claims[cid]
+                rows.append({"id": cid, "section": c.get("section", ""),
+                             "paraphrase": c.get("paraphrase", ""), "what": what,
+                             "old": _shown(a.claims[cid]), "new": _shown(c),
+                             "reason": c.get("reason", ""),
+                             "detail": f"{_shown(a.claims[cid])} -> {_shown(c)}"})
+    rows.sort(key=lambda r: (r["id"], COUNTED.index(r["what"])))
+    counted, timing = [], []
+    for r in rows:
+        moved = [x["figure"] for x in rows if x["id"] == r["id"] and "figure" in x]
+        noise = _timing(a.claims.get(r["id"]), b.claims.get(r["id"]), moved)
+        (timing if noise and not count_timing else counted).append(r)
+    gaps = runs.coverage_gaps([a, b])
+    env = [(k, vals[0], vals[1]) for k, vals in runs.fingerprint_rows([a, b])
+           if k not in NOT_ENV and vals[0] != vals[1]]
+    return {"old": _describe(old), "new": _describe(new), "changes": counted,
+            "timing": timing, "environment": env,
+            "ran_in_old_only": [g["id"] for g in gaps if g["ran"] == ["old"]],
+            "ran_in_new_only": [g["id"] for g in gaps if g["ran"] == ["new"]]}
+
+
+def _figure_moved(old: dict, new: dict, row: dict, same_rules: bool) -> bool:
+    """A stated figure moved beyond its tolerance, or crossed it (reports of one schema).
+
+    The same value judged by another rule, or a figure judged by the rules of another report
+    schema, is not a move: when that changes the verdict, the verdict row says so.
+    """
+    fo, fn = runs._figures(old).get(row["figure"]), runs._figures(new).get(row["figure"])
+    if not fo or not fn or json.dumps(fo["value"]) == json.dumps(fn["value"]):
+        return False
+    if same_rules and "within" in fo and "within" in fn and fo["within"] != fn["within"]:
+        return True
+    return tolerances.moved(fo["value"], fn["value"], row["stated"],
+                            fn.get("tolerance") or fo.get("tolerance"))
+
+
+def _verdict_kind(old: str, new: str) -> str:
+    if new == "partial":
+        return "became partial"
+    if old == "partial":
+        return "no longer partial"
+    return "verdict changed"
+
+
+def _describe(run: runs.Run) -> dict:
+    return {"path": str(run.path), "name": run.name, "label": run.label,
+            "summary": {k: n for k, n in run.data.get("summary", {}).items() if n},
+            "suite_commit": run.env.get("suite_commit"), "elapsed_s": run.data.get("elapsed_s")}
+
+
+# --------------------------------------------------------------------------- output
+NOTHING = ("every claim measured in both runs has the same verdict and its figures within "
+           "their tolerance")
+
+
+def _tables(res: dict) -> list[tuple[str, list[dict]]]:
+    """The row groups of a report, titled, leaving out the empty ones."""
+    return [(t, rows) for t, rows in (
+        (f"Changes ({len(res['changes'])})", res["changes"]),
+        ("Not counted: timing claims and inconclusive verdicts (they move with the machine's "
+         "load)", res["timing"]))
+        if rows]
+
+
+def _not_compared(res: dict) -> list[tuple[str, list[str]]]:
+    return [(where, res[key]) for key, where in (("ran_in_old_only", "OLD"),
+                                                 ("ran_in_new_only", "NEW")) if res[key]]
+
+
+def text(res: dict) -> str:
+    out = [f"OLD: {res['old']['path']}  ({res['old']['label']})",
+           f"NEW: {res['new']['path']}  ({res['new']['label']})", ""]
+    if res["environment"]:
+        out.append("environment:")
+        out += [f"  {k:<32} {o} -> {n}" for k, o, n in res["environment"]]
+        out.append("")
+    if res["changes"]:
+        out.append(f"changes ({len(res['changes'])}):")
+        for r in res["changes"]:
+            out.append(f"  {r['id']:<9} {r['what']:<24} {r['detail']}")
+            if r["reason"] and "figure" not in r:
+                out.append(f"  {'':34}{r['reason'][:200]}")
+        out.append("")
+    if res["timing"]:
+        out.append(f"not counted: timing claims and inconclusive verdicts, which move with the "
+                   f"machine's load ({len(res['timing'])}):")
+        out += [f"  {r['id']:<9} {r['what']:<24} {r['detail']}" for r in res["timing"]]
+        out.append("")
+    for where, ids in _not_compared(res):
+        out.append(f"not compared: {len(ids)} claims ran in {where} only: " +
+                   ", ".join(ids[:30]) + (" ..." if len(ids) > 30 else ""))
+    out.append(_verdict_line(res))
+    return "\n".join(out) + "\n"
+
+
+def _verdict_line(res: dict) -> str:
+    n, ids = len(res["changes"]), {r["id"] for r in res["changes"]}
+    return (f"{len(ids)} claim{'s' if len(ids) != 1 else ''} changed ({n} difference"
+            f"{'s' if n != 1 else ''})" if n else "nothing changed: " + NOTHING)
+
+
+def document(res: dict) -> list:
+    """The differences as page blocks (support/reports/page.py renders Markdown and HTML)."""
+    o, n = res["old"], res["new"]
+    out: list = [page.Bullets([f"OLD: {o['path']} ({o['label']}): " + _counts(o),
+                               f"NEW: {n['path']} ({n['label']}): " + _counts(n)])]
+    if res["environment"]:
+        out += [page.Heading(2, "Environment"),
+                page.Table(["", "OLD", "NEW"], [page.Row([k, a, b], strong=True)
+                                                for k, a, b in res["environment"]], "env")]
+    for title, rows in _tables(res):
+        out += [page.Heading(2, title), page.Table(
+            ["id", "what", "OLD", "NEW", "detail"],
+            [[r["id"], r["what"], matrix.verdict_cell(r["old"]), matrix.verdict_cell(r["new"]),
+              page.Cell(r["detail"], note=" ".join(x for x in (r["paraphrase"], r["reason"]) if x))]
+             for r in rows], "diff")]
+    if not res["changes"]:
+        out.append(page.Para(f"Nothing changed: {NOTHING}."))
+    for where, ids in _not_compared(res):
+        out.append(page.Para(f"Not compared, ran in {where} only ({len(ids)}): "
+                             + ", ".join(ids), "m"))
+    return out
+
+
+def markdown(res: dict) -> str:
+    return page.markdown("What changed", document(res))
+
+
+def html_page(res: dict) -> str:
+    return page.html_page("What changed", document(res))
+
+
+def _counts(run: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in run["summary"].items()) or "no verdicts"
+
+
+def run(command: str, args) -> int:
+    """``python -m support diff|keep ...`` (see :func:`arguments`)."""
+    return keep_main(args) if command == "keep" else diff_main(args)
+
+
+def diff_main(args) -> int:
+    try:
+        old, new = load_run(args.old), load_run(args.new)
+    except DiffError as exc:
+        print(f"diff: {exc}")
+        return 2
+    res = compare(old, new, count_timing=args.count_timing)
+    print(text(res), end="")
+    for path, render in ((args.md, markdown), (args.html, html_page)):
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(res))
+            print(f"written: {path}")
+    return 1 if res["changes"] else 0
+
+
+# --------------------------------------------------------------------------- keeping
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", str(text)).strip("-").lower()[:40]
+
+
+def machine_name(env: dict) -> str:
+    """A short machine description from a fingerprint: its accelerator, else its CPU count."""
+    acc = [d.get("name", "") for d in env.get("devices", []) if d.get("type") not in ("cpu", "error")]
+    if acc:
+        return _slug(acc[0].replace("NVIDIA", "")) or "gpu"
+    cores = (env.get("threads") or {}).get("cpu_count")
+    return f"cpu{cores}core" if cores else "cpu"
+
+
+def keep(run: Path, label: str, machine: str | None = None, note: str = "",
+         history: Path = runs.HISTORY, date: str | None = None) -> Path:
+    """Copy a run's report into ``history/<date>-<label>-<machine>/`` with a NOTE.md."""
+    src = Path(run)
+    folder = src.parent if src.is_file() else src
+    found = load_run(folder)
+    cj = folder / "claims.json"
+    date = date or datetime.date.fromtimestamp(cj.stat().st_mtime).isoformat()
+    dest = history / f"{date}-{_slug(label)}-{_slug(machine or machine_name(found.env))}"
+    if dest.exists():
+        raise DiffError(f"{dest} exists already: choose another --label or --machine")
+    dest.mkdir(parents=True)
+    shutil.copy2(cj, dest / "claims.json")
+    if (folder / "claims.md").exists():
+        shutil.copy2(folder / "claims.md", dest / "claims.md")
+    for bench in found.benchmarks:
+        shutil.copy2(bench["_file"], dest / Path(bench["_file"]).name)
+    (dest / "NOTE.md").write_text(_note(found, label, note))
+    return dest
+
+
+def _note(run: runs.Run, label: str, note: str) -> str:
+    env, v = run.env, run.env.get("versions", {})
+    acc = ", ".join(f"{d.get('type')}: {d.get('name')}" for d in env.get("devices", [])
+                    if d.get("type") not in ("cpu", None)) or "none"
+    lines = [f"# {label}: {run.label}", "",
+             "* versions: " + ", ".join(f"{k} {v[k]}" for k in
+                                          ("torch", "jax", "jaxlib", "optax", "numpy", "scipy",
+                                           "scikit-learn") if k in v),
+             f"* Python {env.get('python')} on {env.get('platform')}; CPU {env.get('cpu')} "
+             f"({(env.get('threads') or {}).get('cpu_count')} cores); accelerators: {acc}",
+             f"* verdicts: {_counts(_describe(run))}",
+             f"* pytest wall time: {run.data.get('elapsed_s')} s; suite commit "
+             f"{env.get('suite_commit')}",
+             f"* kept with `python -m support keep` from "
+             f"`{run.path.parent.name}/{run.path.name}`"]
+    if note:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def keep_main(args) -> int:
+    try:
+        dest = keep(args.run, args.label, args.machine, args.note or "")
+    except DiffError as exc:
+        print(f"keep: {exc}")
+        return 2
+    print(f"kept: {dest}")
+    return 0
+
+
+def arguments(command: str, parser) -> None:
+    """The options of ``diff`` and of ``keep``."""
+    if command == "keep":
+        parser.add_argument("run", type=Path, help="a claims.json or its folder, e.g. reports/latest")
+        parser.add_argument("--label", required=True, help="what ran, e.g. latest or the tox env")
+        parser.add_argument("--machine", help="where it ran (default: from the run's fingerprint)")
+        parser.add_argument("--note", help="a line for NOTE.md: the command, the scope, anything odd")
+        return
+    parser.add_argument("old", help="claims.json, its folder, or 'last' / 'last:LABEL' (claims/history)")
+    parser.add_argument("new", help="claims.json, its folder, or 'last' / 'last:LABEL'")
+    parser.add_argument("--md", type=Path, help="also write the differences as Markdown")
+    parser.add_argument("--html", type=Path, help="also write them as one self-contained HTML page")
+    parser.add_argument("--count-timing", action="store_true",
+                        help="count changes of timing claims too (they move with the load)")

@@ -1,0 +1,261 @@
+"""The stated-vs-measured report: ``claims.json``, ``claims.md`` and the terminal summary.
+
+``python -m support show reports/claims.json`` prints a saved report again.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.machine import devices, fingerprint
+from support.spec import verdicts
+from support.spec.formatting import fmt as _fmt, md_cell as _md_cell
+
+SCHEMA = 2
+
+
+def _claim_measured(variants: list[dict]):
+    """A number when the claim measured one thing once, else an object of named values."""
+    named = {}
+    multi = len(variants) > 1
+    for v in variants:
+        for name, m in v.get("measurements", {}).items():
+            key = name
+            if multi:
+                tag = v["variant"] or v["nodeid"].split("::")[-1].split("[")[0]
+                key = f"{tag}:{name}"
+            named[key] = m["value"]
+    if len(named) == 1:
+        return next(iter(named.values()))
+    return named or None
+
+
+def _ran_on(rec: dict, requirement: str) -> bool:
+    return any(devices.satisfies(d, requirement) for d in rec.get("devices") or [])
+
+
+def missing_requirements(claim, recs: list[dict]) -> list[str]:
+    """One sentence per variant the registry requires (``requires``) that did not run."""
+    out = []
+    tests = [r for r in recs if r.get("role") != "benchmark"]
+    for req in claim.requires:
+        if any(_ran_on(r, req) and r["verdict"] in verdicts.EXECUTED for r in tests):
+            continue
+        why = sorted({r["reason"] for r in tests if _ran_on(r, req) and r["reason"]})
+        out.append(f"its {req} variant did not run ({'; '.join(why)})" if why else
+                   f"no {req} variant was selected in this run")
+    return out
+
+
+def _figure_label(f) -> str:
+    return f"{f.name} [{f.variant}]" if f.variant else f.name
+
+
+def _stated(c) -> str:
+    if c.figures:
+        return "; ".join(f"{_figure_label(f)}: {f.rule()}" for f in c.all_figures())
+    return c.stated
+
+
+def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict:
+    tests = sorted(set(collected) | {r["nodeid"] for r in recs}) or static
+    entry = {
+        "id": c.id, "document": c.document, "section": c.section, "source": c.source,
+        "paraphrase": c.paraphrase, "kind": c.kind, "tier": c.tier,
+        "stated": _stated(c), "measured": None, "tolerance": c.tolerance,
+        "figures": {_figure_label(f): f.rule() for f in c.all_figures()},
+        "requires": list(c.requires),
+        "verdict": None, "reason": "", "expected": None, "variants": [], "tests": tests,
+    }
+    if c.meaning:
+        entry["meaning"] = c.meaning
+    if c.links:
+        entry["links"] = c.links
+    if recs:
+        missing = missing_requirements(c, recs)
+        v, why = verdicts.claim_verdict(recs, missing)
+        entry["verdict"], entry["measured"] = v, _claim_measured(recs)
+        entry["missing"] = missing
+        for r in recs:
+            exp = (r.get("expected") or {}).get(c.id) or []
+            if exp and (r["verdict"] == v or entry["expected"] is None):
+                entry["expected"] = exp[0]
+            entry["variants"].append({
+                "test": r["nodeid"], "params": r["params"], "variant": r["variant"],
+                "verdict": r["verdict"], "reason": r["reason"], "role": r.get("role", "test"),
+                "devices": r.get("devices", []),
+                "measured": {k: m["value"] for k, m in r["measurements"].items()},
+                "figures": r["measurements"], "notes": r["notes"],
+                "unexpected": r.get("unexpected", []),
+                "duration_s": round(r.get("duration", 0.0), 4),
+            })
+        reasons = [f"{r['variant'] + ': ' if r['variant'] else ''}{r['reason']}"
+                   for r in recs if r["verdict"] == v and r["reason"]]
+        entry["reason"] = "; ".join(dict.fromkeys([why] * bool(why) + reasons))
+        if entry["expected"] and v == entry["expected"]["verdict"]:
+            entry["reason"] = (entry["reason"] + " | known: " + entry["expected"]["reason"]).strip(" |")
+    elif c.status == "not-testable":
+        entry["verdict"], entry["reason"] = "not-testable", c.reason
+    elif tests:
+        entry["verdict"], entry["reason"] = "not-run", "its tests were not selected in this run"
+    elif c.status == "pending":
+        entry["verdict"], entry["reason"] = "pending", "no test yet (a gap in the suite)"
+    else:
+        entry["verdict"], entry["reason"] = "error", "registry says testable but no test exists"
+    return entry
+
+
+def _environment(state) -> dict:
+    """The workers' fingerprint under xdist (the first worker's; keys on which the workers
+    disagree are listed), else this process's."""
+    envs = [state.environments[k] for k in sorted(state.environments)]
+    if not envs:
+        return fingerprint.fingerprint()
+    env = dict(envs[0])
+    differ = sorted({k for e in envs[1:] for k in set(e) | set(env) if e.get(k) != env.get(k)})
+    if differ:
+        env["workers_differ"] = differ
+    return env
+
+
+def build(state, elapsed: float = 0.0) -> dict:
+    by_id: dict[str, list[dict]] = {}
+    for rec in state.records:
+        for cid in rec["ids"]:
+            by_id.setdefault(cid, []).append(rec)
+    from support.spec.sources import static_claim_markers
+    static = static_claim_markers()
+    claims = [_entry(c, by_id.get(cid, []), state.collected.get(cid, []), static.get(cid, []))
+              for cid, c in state.registry.items()]
+    summary = {v: 0 for v in verdicts.ORDER}
+    for e in claims:
+        summary[e["verdict"]] += 1
+    known = sum(1 for e in claims if e["expected"] and e["verdict"] == e["expected"]["verdict"])
+    matched = {m["label"] for r in state.records for ms in (r.get("expected") or {}).values()
+               for m in ms}
+    # an entry applied to a variant that ran, and matched nothing there: it did not occur
+    applied = {lab for r in state.records if r["verdict"] in verdicts.EXECUTED
+               for labs in (r.get("expectations_applied") or {}).values() for lab in labs}
+    stale = sorted(applied - matched)
+    unexpected = [p for r in state.records for p in r.get("unexpected", [])]
+    return {
+        "schema": SCHEMA,
+        "environment": _environment(state),
+        "elapsed_s": round(elapsed, 1),
+        "summary": summary,
+        "expected_verdicts": known,
+        "stale_expectations": stale,
+        "unexpected": list(dict.fromkeys(unexpected)),
+        "verdicts": verdicts.MEANING,
+        "claims": claims,
+    }
+
+
+def markdown(data: dict) -> str:
+    env = data["environment"]
+    v = env.get("versions", {})
+    lines = [
+        "# Lecture 11 claims: stated vs measured", "",
+        f"Environment: `{fingerprint.label(env)}` · Python {env.get('python')} · "
+        f"{env.get('cpu')} · torch {v.get('torch')} · jax {v.get('jax')} · optax {v.get('optax')} · "
+        f"numpy {v.get('numpy')} · scikit-learn {v.get('scikit-learn')} · suite {env.get('suite_commit')}",
+        "",
+        "| verdict | claims |", "|---|---|",
+    ]
+    lines += [f"| {k} | {n} |" for k, n in data["summary"].items() if n]
+    if data.get("unexpected"):
+        lines += ["", "Not as expected (these failed the run):", ""] + [f"* {_md_cell(p)}" for p in data["unexpected"]]
+    if data.get("stale_expectations"):
+        lines += ["", "Expected, but did not occur in this run: " + ", ".join(data["stale_expectations"])]
+    lines += [""] + notes_lines(data.get("notes") or {}) if (data.get("notes") or {}).get("checked") else []
+    section = None
+    for e in sorted(data["claims"], key=lambda e: (e["document"] != "lecture", e["section"], e["id"])):
+        key = (e["document"], e["section"])
+        if key != section:
+            section = key
+            lines += ["", f"## {e['document']}: {e['section']}", "",
+                      "| id | claim | stated | measured | verdict | variants | reason |",
+                      "|---|---|---|---|---|---|---|"]
+        variants = ", ".join(f"{x['variant'] or 'default'}: {x['verdict']}" for x in e["variants"])
+        if e.get("missing"):
+            variants += "; missing: " + "; ".join(e["missing"])
+        lines.append("| " + " | ".join(_md_cell(x) for x in (
+            e["id"], e["paraphrase"], e["stated"], _fmt(e["measured"]), e["verdict"],
+            variants, e["reason"])) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(data: dict, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    j = out / "claims.json"
+    tmp = j.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=repr))
+    tmp.replace(j)
+    m = out / "claims.md"
+    m.write_text(markdown(data))
+    return [j, m]
+
+
+def _known(e: dict) -> str:
+    return " [known]" if e["expected"] and e["expected"]["verdict"] == e["verdict"] else ""
+
+
+def summary_line(data: dict) -> str:
+    return " | ".join(f"{k} {n}" for k, n in data["summary"].items() if n)
+
+
+def not_holding(data: dict) -> list[dict]:
+    """The claims whose verdict is not a plain holds, worst first."""
+    bad = [e for e in data["claims"] if e["verdict"] in verdicts.NOT_HOLDING]
+    return sorted(bad, key=lambda e: (verdicts.ORDER.index(e["verdict"]), e["id"]))
+
+
+def terminal(tr, data: dict, paths: list[Path]) -> None:
+    tr.section("claims: stated vs measured", sep="=")
+    tr.write_line(summary_line(data) + f"   ({len(data['claims'])} claims; "
+                  f"{data['expected_verdicts']} verdicts as expected)")
+    bad = not_holding(data)
+    if bad:
+        tr.write_line("")
+    for e in bad:
+        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:400]}")
+    if data.get("unexpected"):
+        tr.write_line("")
+        tr.write_line("NOT AS EXPECTED (these fail the run):", red=True, bold=True)
+        for p in data["unexpected"]:
+            tr.write_line(f"  {p[:400]}", red=True)
+    if data.get("stale_expectations"):
+        tr.write_line("expected, but did not occur in this run: " + ", ".join(data["stale_expectations"]))
+    for line in notes_lines(data.get("notes") or {}):
+        tr.write_line(line)
+    tr.write_line("report: " + ", ".join(str(p) for p in paths))
+
+
+def notes_lines(n: dict) -> list[str]:
+    """What the notes check says: the claims whose sentence changed or vanished."""
+    if not n.get("checked"):
+        return []
+    head = (f"notes: {n['located']} claims located in {len(n['paths'])} file(s)"
+            + (f", {len(n['moved'])} moved" if n.get("moved") else ""))
+    if not n.get("changed"):
+        return [head + "; every sentence as recorded"]
+    out = [head + f"; {len(n['changed'])} sentence(s) changed or missing: revisit their tests"]
+    out += [f"  {c['id']:<9} {c['status']:<8} {c['document']} {c['recorded']}"
+            + (f" (now line {c['line']})" if c.get("line") else "") for c in n["changed"]]
+    return out
+
+
+def arguments(command: str, parser) -> None:
+    parser.add_argument("path", type=Path, help="a claims.json (or its folder)")
+    parser.add_argument("--summary", action="store_true", help="only the verdict counts")
+
+
+def run(command: str, args) -> int:
+    path = args.path / "claims.json" if args.path.is_dir() else args.path
+    data = json.loads(path.read_text())
+    print(summary_line(data))
+    if args.summary:
+        return 0
+    for e in not_holding(data):
+        print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:300]}")
+    return 0
