@@ -40,9 +40,13 @@ def pytest_configure(config):
     """A data path the user named (--concrete-data or CONCRETE_DATA) must hold the verified
     table: anything else is a usage error, before any test runs, never a skip."""
     source = _data_source(config)
-    if source is None or config.getoption("help", False):
+    if config.getoption("help", False):
         return
-    from support.lab.data import DataError, load_concrete
+    from support.harness.session import DATA_SOURCE
+    from support.lab.data import DataError, describe_source, load_concrete
+    config.stash[DATA_SOURCE] = describe_source(source)
+    if source is None:
+        return
     try:
         config.stash[_CONCRETE] = load_concrete(source)
     except DataError as exc:
@@ -52,13 +56,14 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def concrete(request):
     """The verified UCI concrete table: the path named (checked at start-up), else the user
-    cache. With neither, skips with the way to get it (an error under --require-data); a
-    wrong file in the cache is an error."""
-    from support.lab.data import ZIP_MEMBER, cache_dir, load_concrete, missing_message
+    cache, else the copy that ships with the suite. Only if that copy is missing too does it
+    skip with the way to get the data (an error under --require-data); a wrong file is an
+    error."""
+    from support.lab.data import load_concrete, missing_message, resolve
     named = request.config.stash.get(_CONCRETE, None)
     if named is not None:
         return named
-    if not (cache_dir() / ZIP_MEMBER).exists():
+    if resolve()[0] == "none":
         if request.config.getoption("--require-data"):
             pytest.fail(missing_message() + " (--require-data)", pytrace=False)
         pytest.skip(missing_message())

@@ -18,6 +18,7 @@ from support.lab import experiments
 from support.lab.experiments import fit_hgb
 from support.lab.data import lecture_split
 from support.lab.train_torch import train
+from support.machine import timing
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
@@ -33,14 +34,15 @@ def fold0(data):
 @pytest.mark.claim("FW-09")
 def test_the_tree_trains_on_concrete_in_under_a_second(concrete, claim):
     X, y, _ = fold0(concrete)
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        fit_hgb(X, y)
-        times.append(time.perf_counter() - start)
+    # the suite's timing method (support/machine/timing.py) for an absolute time: each trial
+    # with the delay other work on the machine can have caused it, so that a busy machine
+    # widens the interval (inconclusive) instead of moving the figure
+    fit = timing.compare({"fit": lambda: fit_hgb(X, y)}, repeats=3)
+    best, lower = fit["fit"].min, float(fit["fit"].lower().min())
     # the sentence's figure: under a second (stated), and the catalogue's failure: over 3 s
-    claim.check('HGB fit, 824 rows (min of 3)', min(times), unit='s',
-                note="wall time of the fit on one thread, the minimum of 3")
+    claim.check('HGB fit, 824 rows (min of 3)', best, unit='s', interval=(lower, best),
+                timed=True, note="wall time of the fit on one thread, the minimum of 3 after a "
+                                 f"warm-up; {fit['fit'].delayed} of 3 trials delayed by other work")
     # for scale, the network it replaces (3 epochs scaled to the 120 of the stories):
     # recorded, not compared. Warmed up first: a process's first train() imports
     # torch._dynamo (the optimizer) and scikit-learn (the scaler), two seconds that read as

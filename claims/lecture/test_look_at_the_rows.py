@@ -170,17 +170,10 @@ def test_input_scales_differ_by_more_than_150(concrete, claim):
 def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request, monkeypatch):
     import sys
     import warnings
-    from pathlib import Path
 
     from support.lab import data as sdata
-    source = request.config.getoption("--concrete-data") or __import__("os").environ.get("CONCRETE_DATA")
-    xls = None
-    if source:
-        p = Path(source)
-        xls = p / "Concrete_Data.xls" if p.is_dir() else (p if p.suffix == ".xls" else p.with_suffix(".xls"))
-    if xls is None or not xls.exists():
-        cached = sdata.cache_dir() / sdata.ZIP_MEMBER
-        xls = cached if cached.exists() else None
+    # beside a named path, else in the cache, else the original that ships with the suite
+    xls = sdata.xls_path(request.config.getoption("--concrete-data"))
     if xls is None:
         pytest.skip("no Concrete_Data.xls available (pass --concrete-data pointing at it)")
     import xlrd

@@ -122,14 +122,15 @@ class ClaimRecorder:
         if interval is not None:
             entry["interval"] = [float(interval[0]), float(interval[1])]
             entry["timed"] = timed
-        if fig.stated is not None:
+        if fig.reference:
+            # shown beside the measurement, never compared: no stated figure, no tolerance
+            entry["reference"] = fig.stated
+        elif fig.stated is not None:
             entry["stated"] = fig.stated
             entry["tolerance"] = fig.tolerance().as_dict()
             entry["within"] = {"within": True, "outside": False}.get(entry["outcome"])
         if fig.bounds:
             entry["bound"] = [str(b) for b in fig.bounds]
-        if fig.reference:
-            entry["reference"] = True
         self.measurements[name] = entry
 
     def decided(self, name: str, value, interval=None) -> bool:

@@ -9,8 +9,9 @@ support/tests) start late and one worker ends ten seconds after the other. So, u
 1. timing tests first (support/harness/timing_lock.py runs each alone): grouped at the start, a timing
    test waits for the other worker's short timing test, not for whatever long test happens
    to run beside it;
-2. then the rest, longest module first, from the durations of an earlier run
-   (``support/resources/durations.json``), and within a module longest test first, so that
+2. then the rest, longest module first, from the durations of earlier runs (this machine's
+   own, merged from its runs into the user cache, once they cover most of the suite; else
+   ``support/resources/durations.json``), and within a module longest test first, so that
    the last tests to start are short;
 
 sends tests one at a time (``--maxschedchunk 1`` unless given), and sends the tests of a
@@ -36,20 +37,39 @@ from pathlib import Path
 
 import pytest
 
-from support.harness.session import is_timing, report_dir, shared_folder
-from support.paths import RESOURCES
+from support.harness.session import STATE, is_timing, report_dir, shared_folder, state
+from support.paths import RESOURCES, ROOT
 
 DURATIONS = RESOURCES / "durations.json"
 FILE = "durations.json"
 _recorder_key = pytest.StashKey["_Recorder"]()
 
 
-def load(path: Path = DURATIONS) -> dict[str, float]:
-    """Test node ID -> seconds; an absent file is no durations (the collected order)."""
+def _read(path: Path) -> dict[str, float]:
     try:
         return json.loads(path.read_text())["durations"]
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError, KeyError):
         return {}
+
+
+def local_file() -> Path:
+    """This machine's own durations, merged from every run on it (the user cache)."""
+    from support.lab.data import cache_dir
+    return cache_dir() / FILE
+
+
+def load(path: Path | None = None) -> dict[str, float]:
+    """Test node ID -> seconds; no file is no durations (the collected order). Without a
+    path: this machine's own durations once its runs have timed most of the suite, else the
+    ones that ship with it. Only the order matters, which a machine uniformly slower than the
+    one that recorded them keeps; one whose tests differ in relative cost (more cores, a
+    GPU) orders by what it measured itself."""
+    if path is not None:
+        return _read(path)
+    shipped, local = _read(DURATIONS), _read(local_file())
+    if shipped and len(shipped.keys() & local.keys()) >= 0.8 * len(shipped):
+        return local
+    return shipped
 
 
 def _distributes(config) -> bool:
@@ -252,8 +272,12 @@ class _Recorder:
 def pytest_sessionfinish(session, exitstatus):
     """The controller (or a run without xdist) keeps the durations beside the claims report."""
     config = session.config
-    if getattr(config, "workerinput", None) is None and not config.option.collectonly:
-        write(config, report_dir(config))
+    if getattr(config, "workerinput", None) is not None or config.option.collectonly:
+        return
+    if STATE in config.stash and not state(config).collected:
+        return        # no claim test ran (the harness's own tests): keep the last run's file
+    write(config, report_dir(config))
+    _merge_local(config)
 
 
 def write(config, folder: Path) -> Path | None:
@@ -267,6 +291,23 @@ def write(config, folder: Path) -> Path | None:
         {"durations": {k: round(v, 2) for k, v in sorted(rec.seconds.items())}},
         indent=1) + "\n")
     return path
+
+
+def _merge_local(config) -> None:
+    """Fold this run's durations into this machine's file (a test it did not run keeps its
+    last duration), written whole and atomically; a cache that cannot be written is left."""
+    rec = config.stash.get(_recorder_key, None)
+    if rec is None or not rec.seconds or Path(config.rootpath) != ROOT:
+        return        # a run of another tree (the self-tests' nested runs) is not this suite
+    path = local_file()
+    merged = {**_read(path), **{k: round(v, 2) for k, v in rec.seconds.items()}}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{FILE}.{os.getpid()}")
+        tmp.write_text(json.dumps({"durations": dict(sorted(merged.items()))}, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def arguments(command: str, parser) -> None:

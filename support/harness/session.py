@@ -23,6 +23,9 @@ STATE = pytest.StashKey["ClaimsState"]()
 # the folder the controller made for its workers' locks and lists (None without xdist):
 # set by support/harness/timing_lock.py, read by the scheduler
 LOCK_FOLDER = pytest.StashKey[str]()
+# where the run's concrete data comes from ({"source": named|cache|bundled, "file": ...}):
+# set by the suite's conftest, written into the report's environment
+DATA_SOURCE = pytest.StashKey[dict]()
 
 
 class ClaimsState:

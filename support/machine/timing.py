@@ -18,6 +18,20 @@ of the machine can only slow a trial down. This module fixes the rest of the met
   compares; absolute times are recorded (seconds, with the per-trial lists) and never
   asserted, since they belong to the machine.
 
+Other work on the machine
+-------------------------
+Interference can only slow a trial down, so the minimum over trials is the right statistic on
+a quiet machine; on a busy one every trial may have waited, and by different amounts on each
+side (a side that uses two threads loses more than one that uses one), so even the minima
+move. Each trial therefore also records how much other processes can at most have delayed it
+(:mod:`support.machine.load`: the run-queue waits of this process's threads, bounded by the
+CPU time the rest of the machine used meanwhile). Its undisturbed time lies between the
+trial's time less that delay and the trial's time, and a side's undisturbed minimum between
+the smallest of the former and the smallest of the latter. The interval of a ratio spans both
+ends, so on a busy machine it widens by what the load can have cost, the figure stays
+undecided while that matters, and the claim becomes **inconclusive** rather than wrong. On a
+quiet machine the delays are zero and nothing changes.
+
 Intervals, not bands
 --------------------
 A ratio ``min(A) / min(B)`` comes with a 95 % bootstrap interval: the rounds (a round holds
@@ -33,7 +47,10 @@ trials agree and it is narrow; under bursts of load it widens. A figure in the r
   counts as holds.
 
 :func:`settle` repeats rounds while the figure is undecided and the claim's time budget
-lasts, so repeats are spent where the interval needs them, not everywhere.
+lasts, so repeats are spent where the interval needs them, not everywhere. A budget is
+seconds on the machine the suite is tuned on; on a slower or busier one it grows by the
+factor :func:`slowness` measures (a fixed calibration workload against its time there), up to
+:data:`SLOWNESS_CAP`, so that a slow machine can buy the same rounds.
 
 Usage in a claim test::
 
@@ -62,6 +79,12 @@ LEVEL = 0.95
 # settle() stops adding rounds here: past a thousand rounds the minima no longer move, and
 # the bootstrap's cost grows with the rounds
 MAX_ROUNDS = 1000
+# the calibration workload's time (minimum of its trials, seconds) on the 2-core x86-64
+# machine the budgets were set on; slowness() compares this machine with it
+CALIBRATION_S = 0.0215
+# a budget grows with the machine's slowness up to this factor: beyond it a machine is too
+# slow or too busy to decide timing claims in the suite's time, and they stay inconclusive
+SLOWNESS_CAP = 4.0
 
 
 # --------------------------------------------------------------------------- synchronisation
@@ -93,17 +116,80 @@ def time_call(fn: Callable, sync: Callable = no_sync) -> float:
     return time.perf_counter() - t0
 
 
+_probe = None
+
+
+def probe():
+    """The process's load probe (support.machine.load.Probe), made on first use."""
+    global _probe
+    if _probe is None:
+        from support.machine.load import Probe
+        _probe = Probe()
+    return _probe
+
+
+def measure(fn: Callable, sync: Callable = no_sync) -> tuple[float, float]:
+    """One trial and how much other work can at most have delayed it: (seconds, seconds)."""
+    p = probe()
+    p.start()
+    t = time_call(fn, sync)
+    return t, min(t, p.delay())
+
+
+def _calibration() -> None:
+    # pure Python and a small BLAS product: what the timed sides of the claims spend on
+    a = np.full((128, 128), 0.5)
+    sum(i * i for i in range(100_000))
+    for _ in range(10):
+        a = np.tanh(a @ a) * 0.1
+
+
+_slowness = None
+
+
+def slowness() -> float:
+    """How many times slower than the machine the budgets were set on this one runs the
+    calibration workload now (at least 1, at most SLOWNESS_CAP); measured once per process,
+    the minimum of 7 trials."""
+    global _slowness
+    if _slowness is None:
+        _calibration()
+        trials = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            _calibration()
+            trials.append(time.perf_counter() - t0)
+        # the plain minimum: a busy machine counts as slow too, since more rounds give its
+        # trials more chances to run undisturbed
+        _slowness = min(SLOWNESS_CAP, max(1.0, min(trials) / CALIBRATION_S))
+    return _slowness
+
+
 # --------------------------------------------------------------------------- results
 @dataclass
 class Side:
-    """The trials of one side, in seconds."""
+    """The trials of one side, in seconds, and by how much other work can at most have
+    delayed each (zeros where nothing was measured)."""
 
     name: str
     times: list[float]
+    delays: list[float] = field(default_factory=list)
 
     @property
     def min(self) -> float:
         return min(self.times)
+
+    def lower(self) -> np.ndarray:
+        """Each trial's time less its delay: a lower bound of its undisturbed time."""
+        t = np.asarray(self.times, dtype=float)
+        d = np.zeros_like(t)
+        d[:len(self.delays)] = self.delays[:len(t)]
+        return np.maximum(t - d, 0.0)
+
+    @property
+    def delayed(self) -> int:
+        """How many trials other work can have delayed by more than 1 %."""
+        return sum(1 for t, d in zip(self.times, self.delays) if d > 0.01 * t)
 
     @property
     def median(self) -> float:
@@ -117,23 +203,37 @@ class Side:
         return statistics.stdev(self.times) / statistics.mean(self.times)
 
     def summary(self) -> dict:
-        return {"min_s": self.min, "median_s": self.median, "n": len(self.times),
-                "cv": round(self.cv, 4)}
+        out = {"min_s": self.min, "median_s": self.median, "n": len(self.times),
+               "cv": round(self.cv, 4)}
+        if self.delays:
+            out["delayed_by_other_work"] = self.delayed
+            out["min_undisturbed_lower_s"] = float(self.lower().min())
+        return out
 
 
 @dataclass
 class Estimate:
-    """A timing statistic with its bootstrap replicates (``boot``) and 95 % interval."""
+    """A timing statistic with its bootstrap replicates and 95 % interval. ``boot`` holds the
+    replicates' upper ends, ``boot_lo`` their lower ends where other work can have delayed
+    trials (the same array otherwise)."""
 
     label: str
     value: float
     boot: np.ndarray
     rounds: int
+    boot_lo: np.ndarray | None = None
+
+    @property
+    def lows(self) -> np.ndarray:
+        return self.boot if self.boot_lo is None else self.boot_lo
 
     @property
     def interval(self) -> tuple[float, float]:
         tail = (1 - LEVEL) / 2 * 100
-        lo, hi = np.percentile(self.boot, [tail, 100 - tail])
+        # order statistics, not interpolation: an end may be infinite (a trial whose whole
+        # time other work can have taken leaves no bound), and inf - inf is no number
+        lo = np.percentile(self.lows, tail, method="lower")
+        hi = np.percentile(self.boot, 100 - tail, method="higher")
         return float(min(lo, self.value)), float(max(hi, self.value))
 
     @property
@@ -144,11 +244,22 @@ class Estimate:
     def __truediv__(self, other: "Estimate") -> "Estimate":
         """A ratio of two statistics (a speed-up over a speed-up); resampled jointly when
         both come from the same rounds, independently otherwise."""
-        return Estimate(f"({self.label}) / ({other.label})", self.value / other.value,
-                        self.boot / other.boot, min(self.rounds, other.rounds))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return Estimate(f"({self.label}) / ({other.label})", self.value / other.value,
+                            _safe_div(self.boot, other.lows), min(self.rounds, other.rounds),
+                            _safe_div(self.lows, other.boot))
 
     def inverse(self) -> "Estimate":
-        return Estimate(f"1 / ({self.label})", 1 / self.value, 1 / self.boot, self.rounds)
+        one = np.ones_like(self.boot)
+        return Estimate(f"1 / ({self.label})", 1 / self.value, _safe_div(one, self.lows),
+                        self.rounds, _safe_div(one, self.boot))
+
+
+def _safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b with x / 0 = inf (a delay as long as the trial leaves no lower bound)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.divide(a, b)
+    return np.where(np.isnan(out), np.inf, out)
 
 
 def _resample_index(n: int, seed: int) -> np.ndarray:
@@ -172,10 +283,18 @@ class Comparison:
         """How many times slower ``a`` is than ``b`` (>1: ``b`` is faster), ``min(a)/min(b)``,
         with the rounds resampled in pairs (a round's trials saw the same load)."""
         ta, tb = np.asarray(self.sides[a].times), np.asarray(self.sides[b].times)
+        la, lb = self.sides[a].lower(), self.sides[b].lower()
         n = min(len(ta), len(tb))
         idx = _resample_index(n, self.seed + n)
-        boot = ta[:n][idx].min(axis=1) / tb[:n][idx].min(axis=1)
-        return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), boot, n)
+        # the upper end: a's minimum as timed over b's undisturbed lower bound; the lower end
+        # the other way round (equal to the plain ratio where no trial was delayed)
+        hi = _safe_div(ta[:n][idx].min(axis=1), lb[:n][idx].min(axis=1))
+        lo = _safe_div(la[:n][idx].min(axis=1), tb[:n][idx].min(axis=1))
+        return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), hi, n, lo)
+
+    def delayed(self) -> dict[str, int]:
+        """Per side, the trials other work can have delayed by more than 1 %."""
+        return {k: s.delayed for k, s in self.sides.items()}
 
     def extend(self, rounds: int) -> None:
         """Run ``rounds`` more interleaved rounds (the sides are warm already)."""
@@ -194,8 +313,9 @@ def _rounds(fns, syncs, out: dict[str, Side], repeats: int, start: int = 0,
     spent, done = 0.0, 0
     for r in range(start, start + repeats):
         for n in (names if r % 2 == 0 else names[::-1]):
-            t = time_call(fns[n], syncs[n])
+            t, d = measure(fns[n], syncs[n])
             out[n].times.append(t)
+            out[n].delays.append(d)
             spent += t
         done += 1
         if max_seconds is not None and spent > max_seconds and done >= min_repeats:
@@ -268,15 +388,21 @@ def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
     def extendable():
         return [c for c in comparisons if c.fns and c.rounds < MAX_ROUNDS]
 
+    # the budget is the tuned machine's seconds: a slower machine gets as many rounds
+    budget = budget_s * (slowness() if budget_s and extendable() else 1.0)
     while extendable() and not claim.decided(name, est.value, est.interval) \
-            and time.perf_counter() - t0 < budget_s:
+            and time.perf_counter() - t0 < budget:
         for c in extendable():
             c.extend(min(step or max(5, c.rounds // 2), MAX_ROUNDS - c.rounds))
         est = estimate()
     lo, hi = est.interval
+    delayed = sum(sum(c.delayed().values()) for c in comparisons)
+    trials = sum(len(s.times) for c in comparisons for s in c.sides.values())
+    load = (f"; {delayed} of {trials} trials delayed by other work (interval widened by it)"
+            if delayed else "")
     claim.check(name, est.value, interval=(lo, hi), timed=True,
                 note=f"{est.label} over {est.rounds} interleaved rounds; {LEVEL:.0%} "
-                     f"bootstrap interval [{lo:.3g}, {hi:.3g}]")
+                     f"bootstrap interval [{lo:.3g}, {hi:.3g}]{load}")
     return est
 
 

@@ -159,7 +159,7 @@ def markdown(data: dict) -> str:
         f"Environment: `{fingerprint.label(env)}` · Python {env.get('python')} · "
         f"{env.get('cpu')} · torch {v.get('torch')} · jax {v.get('jax')} · optax {v.get('optax')} · "
         f"numpy {v.get('numpy')} · scikit-learn {v.get('scikit-learn')} · suite {env.get('suite_commit')}",
-        "",
+        "", data_line(env), "",
         "| verdict | claims |", "|---|---|",
     ]
     lines += [f"| {k} | {n} |" for k, n in data["summary"].items() if n]
@@ -228,7 +228,20 @@ def terminal(tr, data: dict, paths: list[Path]) -> None:
         tr.write_line("expected, but did not occur in this run: " + ", ".join(data["stale_expectations"]))
     for line in notes_lines(data.get("notes") or {}):
         tr.write_line(line)
+    tr.write_line(data_line(data["environment"]))
     tr.write_line("report: " + ", ".join(str(p) for p in paths))
+
+
+def data_line(env: dict) -> str:
+    """Which concrete data the run read (a named path, the cache or the suite's own copy)."""
+    d = env.get("concrete_data") or {}
+    words = {"named": "the path named", "cache": "the user cache",
+             "bundled": "the copy that ships with the suite",
+             "none": "none (the data claims were skipped)"}
+    if not d:
+        return "concrete data: not recorded in this report"
+    return f"concrete data: {words.get(d.get('source'), d.get('source'))}" + (
+        f" ({d['file']})" if d.get("file") else "")
 
 
 def notes_lines(n: dict) -> list[str]:

@@ -101,7 +101,8 @@ class Figure:
     (``bound = "<= 1e-15"``). A test checks it with ``claim.check(name, value)``: a broken
     bound makes the claim fail, a stated figure outside its tolerance makes it drift.
     ``reference = true`` marks a figure the notes do not print (a measured reference, e.g.
-    the protocol's re-run): it is compared the same way and reported as a reference."""
+    the protocol's re-run or the catalogue's reading): it is shown beside the measurement and
+    never decides (no tolerance, never drift); only its bounds, the qualitative claim, do."""
 
     claim: str
     name: str
@@ -113,7 +114,7 @@ class Figure:
 
     def tolerance(self):
         from support.spec import tolerances
-        if self.stated is None:
+        if self.stated is None or self.reference:
             return None
         if self.tol is None:
             numeric = not isinstance(self.stated, (bool, str)) or tolerances._numeric_text(self.stated)
@@ -123,16 +124,17 @@ class Figure:
     def judge(self, value, interval=None) -> tuple[str, str]:
         """(outcome, what decided it): see support.tolerances.judge_where."""
         from support.spec import tolerances
-        return tolerances.judge_where(value, interval, self.stated, self.tolerance(),
-                                      self.bounds)
+        # a reference is not what the notes print: nothing but the bounds is compared
+        stated = None if self.reference else self.stated
+        return tolerances.judge_where(value, interval, stated, self.tolerance(), self.bounds)
 
     def rule(self) -> str:
         """The figure's rule in words, for reports: "1.7e-18 (printed), bound <= 1e-15"."""
         parts = []
-        if self.stated is not None:
-            t = self.tolerance()
-            kind = "reference" if self.reference else "stated"
-            parts.append(f"{kind} {self.stated} ({t.describe()})")
+        if self.reference:
+            parts.append(f"reference {self.stated} (not printed in the notes; shown, not compared)")
+        elif self.stated is not None:
+            parts.append(f"stated {self.stated} ({self.tolerance().describe()})")
         parts += [f"bound {b}" for b in self.bounds]
         return ", ".join(parts)
 
@@ -157,6 +159,13 @@ def _figures(where: str, cid: str, raw, errors: list) -> dict:
         if "stated" not in f and "bound" not in f:
             errors.append(f"{fw}: needs stated and/or bound")
         tol = f.get("tol")
+        if f.get("reference") and tol is not None:
+            errors.append(f"{fw}: a reference figure is shown beside the measurement and never "
+                          "decides, so it takes no tol (a figure the sentence implies is stated; "
+                          "a limit it sets is a bound)")
+            tol = None
+        if f.get("reference") and "stated" not in f:
+            errors.append(f"{fw}: reference = true needs the reference value in stated")
         if isinstance(tol, dict):
             if not f.get("why") and not tol.get("why"):
                 errors.append(f"{fw}: a tolerance override needs why = \"...\"")

@@ -25,21 +25,11 @@ DATA_TEST = "claims/lecture/test_look_at_the_rows.py::test_concrete_has_1030_res
 
 @pytest.fixture(scope="module")
 def xls_bytes(request) -> bytes:
-    """The original Concrete_Data.xls, from --concrete-data / CONCRETE_DATA or the cache."""
-    import os
-    src = request.config.getoption("--concrete-data") or os.environ.get("CONCRETE_DATA")
-    candidates = []
-    if src:
-        p = Path(src)
-        candidates += [p / "Concrete_Data.xls", p.with_suffix(".xls")] if p.is_dir() or p.suffix else [p]
-        candidates.append(p.parent / "Concrete_Data.xls")
-    candidates.append(sdata.cache_dir() / sdata.ZIP_MEMBER)
-    for c in candidates:
-        if c.is_file() and c.suffix == ".xls":
-            return c.read_bytes()
-    if request.config.getoption("--require-data"):
-        pytest.fail("Concrete_Data.xls not found (--require-data)")
-    pytest.skip("Concrete_Data.xls not available; pass --concrete-data")
+    """The original Concrete_Data.xls: beside --concrete-data / CONCRETE_DATA, in the cache, or
+    the copy that ships with the suite."""
+    path = sdata.xls_path(request.config.getoption("--concrete-data"))
+    assert path is not None, "no Concrete_Data.xls, not even support/resources' copy"
+    return path.read_bytes()
 
 
 @pytest.fixture
@@ -187,7 +177,18 @@ def test_lecture_folds_ship_with_the_package_and_match_the_protocol():
     assert all((folds == k).sum() == 206 for k in range(5))
 
 
-def test_missing_data_says_how_to_get_it(cache):
+def test_with_nothing_named_or_cached_the_suite_reads_its_own_copy(cache):
+    d = sdata.load_concrete()
+    assert d.source == str(sdata.BUNDLED) and sdata.fingerprint(d.values) == sdata.FINGERPRINT
+    assert sdata.describe_source() == {"source": "bundled",
+                                       "file": "support/resources/Concrete_Data.csv"}
+    # the original beside it has the same 9,270 values
+    assert sdata.read_file(sdata.BUNDLED_XLS).values.tobytes() == d.values.tobytes()
+
+
+def test_missing_data_says_how_to_get_it(cache, monkeypatch, tmp_path):
+    monkeypatch.setattr(sdata, "BUNDLED", tmp_path / "gone.csv")
+    assert sdata.resolve() == ("none", None)
     with pytest.raises(sdata.DataError, match="python -m support fetch-data"):
         sdata.load_concrete()
 
@@ -220,13 +221,17 @@ def test_a_named_path_without_the_table_is_a_usage_error_not_a_skip(tmp_path, ho
     assert "skipped" not in out.stdout and "passed" not in out.stdout
 
 
-def test_without_a_path_the_cache_is_used_else_a_skip_that_says_how(tmp_path, xls_bytes):
-    out = _pytest(tmp_path, DATA_TEST)
-    assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout + out.stderr
-    assert "python -m support fetch-data" in out.stdout
+def test_without_a_path_the_cache_is_used_else_the_suites_own_copy_and_the_report_says_which(
+        tmp_path, xls_bytes):
+    import json
     out = _pytest(tmp_path, "--require-data", DATA_TEST)
-    assert out.returncode == 1 and "1 error" in out.stdout and "--require-data" in out.stdout
-    (tmp_path / "cache").mkdir()
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
+    assert "concrete data: the copy that ships with the suite" in out.stdout
+    env = json.loads((tmp_path / "report" / "claims.json").read_text())["environment"]
+    assert env["concrete_data"]["source"] == "bundled"
+    (tmp_path / "cache").mkdir(exist_ok=True)       # the run kept its durations there
     (tmp_path / "cache" / sdata.ZIP_MEMBER).write_bytes(xls_bytes)
     out = _pytest(tmp_path, "--require-data", DATA_TEST)
-    assert "skipped" not in out.stdout and "error" not in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and "skipped" not in out.stdout, out.stdout + out.stderr
+    env = json.loads((tmp_path / "report" / "claims.json").read_text())["environment"]
+    assert env["concrete_data"]["source"] == "cache"

@@ -85,6 +85,10 @@ def test_expectations_name_registry_claims_and_give_reasons(registry):
     ("requires", '["tpu"]', "unknown requirement"),
     ("applies", '{ versions = { torch = "~~2" } }', "bad version specifier"),
     ("colour", '"red"', "unknown field"),
+    # a reference (not printed in the notes) never decides, so a drift tolerance is refused
+    ("figures", '[{ name = "t", stated = 5, tol = { at_most = true }, why = "w", reference = true }]',
+     "a reference figure .* takes no tol"),
+    ("figures", '[{ name = "t", bound = "< 60", reference = true }]', "needs the reference value"),
 ])
 def test_a_bad_registry_entry_is_refused(tmp_path, field, value, message):
     entry = {"id": '"AB-01"', "document": '"lecture"', "section": '"S"', "source": '"L:1"',

@@ -99,3 +99,115 @@ def test_sides_are_interleaved_and_warmed_up_outside_the_clock():
     assert c.rounds == 3 and len(c["x"].times) == 3
     c.extend(2)
     assert c.rounds == 5 and calls[8:] == ["y", "x", "x", "y"]
+
+
+# --------------------------------------------------------------------------- a busy machine
+def test_other_works_delay_widens_the_interval_instead_of_moving_the_figure():
+    rec = recorder(bounds=[Bound.parse("> 1.5")])
+    # every trial of a may have lost up to half its time to other processes
+    busy = timing.Comparison({"a": timing.Side("a", [2.0] * 10, [1.0] * 10),
+                              "b": timing.Side("b", [1.0] * 10, [0.0] * 10)}, 10)
+    r = busy.ratio("a", "b")
+    assert r.value == 2.0 and r.interval == (1.0, 2.0)
+    timing.check_ratio(rec, "a/b", busy, "a", "b", budget_s=0)
+    assert rec.measurements["a/b"]["outcome"] == "undecided"      # inconclusive, not holds
+    assert "10 of 20 trials delayed by other work" in rec.measurements["a/b"]["note"]
+    # a trial whose whole time may be the others' leaves no bound on that side
+    lost = timing.Comparison({"a": timing.Side("a", [2.0] * 10),
+                              "b": timing.Side("b", [1.0] * 10, [1.0] * 10)}, 10)
+    assert lost.ratio("a", "b").interval == (2.0, float("inf"))
+    # undelayed trials: the plain ratio of minima, as on a quiet machine
+    assert cmp([2.0] * 10, [1.0] * 10).ratio("a", "b").interval == (2.0, 2.0)
+
+
+def test_a_ratio_of_ratios_carries_both_ends():
+    r1 = timing.Comparison({"a": timing.Side("a", [3.0] * 10, [1.0] * 10),
+                            "b": timing.Side("b", [1.0] * 10)}, 10).ratio("a", "b")
+    r2 = cmp([2.0] * 10, [1.0] * 10).ratio("a", "b")
+    assert r1.interval == (2.0, 3.0)
+    assert (r1 / r2).interval == (1.0, 1.5) and (r2 / r1).interval == (2 / 3, 1.0)
+    assert r1.inverse().interval == (1 / 3, 0.5)
+
+
+def test_the_delay_is_the_smaller_of_our_waits_and_the_others_cpu(monkeypatch):
+    from support.machine import load
+    p = load.Probe.__new__(load.Probe)
+    p._fds, p._mark, p.available = {}, None, True
+    readings = iter([(10.0, (1.0, 0.0), (0.0, 0)), (10.5, (1.2, 0.3), (0.0, 0))])
+    system, own, reaped = zip(*readings)
+    p._system = iter(system).__next__
+    p._own = iter(own).__next__
+    p._reaped = iter(reaped).__next__
+    p.start()
+    # the machine ran 0.5 s of CPU, 0.2 of it ours: others 0.3; we waited 0.3: delay 0.3
+    assert p.delay() == pytest.approx(0.3)
+    p._system = iter([0.0, 1.0]).__next__
+    p._own = iter([(0.0, 0.0), (0.0, 0.05)]).__next__
+    p._reaped = iter([(0.0, 0), (0.0, 0)]).__next__
+    p.start()
+    assert p.delay() == pytest.approx(0.05)      # the others ran 1 s, we waited 0.05 s
+    p._system = iter([0.0, 1.0]).__next__
+    p._own = iter([(0.0, 0.0), (0.0, 0.0)]).__next__
+    p._reaped = iter([(0.0, 0), (0.9, 3)]).__next__
+    p.start()
+    # a child that ended inside the trial was preempted: its wait is unknown, so the others'
+    # CPU time bounds it (1 s less the child's own 0.9 s)
+    assert p.delay() == pytest.approx(0.1)
+
+
+def test_a_process_on_our_core_shows_as_delay():
+    import os
+    import subprocess
+    import sys
+    from support.machine.load import Probe
+    if not hasattr(os, "sched_setaffinity") or not Probe().available:
+        pytest.skip("needs Linux's sched_setaffinity and a readable CPU-time counter "
+                    "(support/machine/load.py says why)")
+    core = sorted(os.sched_getaffinity(0))[0]
+    before = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})"
+                            "\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {core})
+        import time
+        time.sleep(0.2)
+        p = Probe()
+        p.start()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.3:
+            pass
+        delay = p.delay()
+    finally:
+        hog.kill()
+        hog.wait()
+        os.sched_setaffinity(0, before)
+    # sharing one core with a busy process, about half the wall time was the other's
+    assert delay > 0.05, delay
+
+
+def test_a_slow_machine_gets_a_longer_budget_up_to_the_cap(monkeypatch):
+    monkeypatch.setattr(timing, "_slowness", None)
+    monkeypatch.setattr(timing, "CALIBRATION_S", 1e-9)        # "the tuned machine was fast"
+    assert timing.slowness() == timing.SLOWNESS_CAP
+    monkeypatch.setattr(timing, "_slowness", None)
+    monkeypatch.setattr(timing, "CALIBRATION_S", 1e3)
+    assert timing.slowness() == 1.0                          # never below the tuned budget
+    import time
+
+    def slow_trial(fn, sync):          # 2 ms of wall time per trial, undecided figures
+        time.sleep(0.002)
+        return {"a": 1.05, "b": 1.1}[fn]
+
+    def spent(slowness: float) -> float:
+        monkeypatch.setattr(timing, "_slowness", slowness)
+        c = timing.Comparison({"a": timing.Side("a", [1.0, 1.2]),
+                               "b": timing.Side("b", [1.1] * 2)}, 2, fns={"a": "a", "b": "b"},
+                              syncs={"a": timing.no_sync, "b": timing.no_sync})
+        t0 = time.perf_counter()
+        timing.check_ratio(recorder(bounds=[Bound.parse("< 0.95")]), "a/b", c, "a", "b",
+                           budget_s=0.1)
+        assert c.rounds < timing.MAX_ROUNDS
+        return time.perf_counter() - t0
+
+    monkeypatch.setattr(timing, "time_call", slow_trial)
+    assert spent(1.0) < 0.25 <= spent(3.0)           # three times the seconds, as many rounds

@@ -43,6 +43,20 @@ def test_a_figure_below_1e_15_can_drift_while_its_bound_holds():
     assert judge(2e-15, None, "1.7e-18", TABLE["printed"], bound) == "broken"
 
 
+def test_a_reference_figure_never_drifts_and_its_bounds_still_decide():
+    from support.spec.registry import Figure
+    ref = Figure("XX-01", "minutes", stated=5, bounds=(Bound.parse(">= 1"), Bound.parse("< 60")),
+                 reference=True)
+    # 7.4 minutes against the catalogue's reading of 5: shown, not compared
+    assert ref.judge(7.4) == ("within", "bound")
+    assert ref.judge(90.0) == ("broken", "bound")
+    assert ref.judge(59.0, (40.0, 75.0)) == ("undecided", "bound")
+    assert ref.tolerance() is None and "reference 5" in ref.rule()
+    # the same figure as the notes' own would drift
+    stated = Figure("XX-01", "minutes", stated=5, tol="about", bounds=ref.bounds)
+    assert stated.judge(7.4) == ("outside", "tolerance")
+
+
 def test_text_and_bools_compare_exactly():
     assert judge("float32", None, "float32") == "within"
     assert judge("float64", None, "float32") == "outside"

@@ -1,0 +1,82 @@
+"""``python -m support stability --load K``: the busy processes it starts stop with the run
+(and without it), and only a change between a decided verdict and inconclusive is put down
+to the load."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.harness import stability
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie counts as gone: it runs nothing
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def test_the_load_spins_for_the_run_and_is_gone_after_it():
+    with stability.Load(2) as load:
+        pids = [p.pid for p in load.procs]
+        time.sleep(0.5)
+        assert all(p.poll() is None for p in load.procs)
+        if os.path.exists(f"/proc/{pids[0]}/stat"):
+            # busy: each spinner used CPU time while the block ran
+            ticks = [sum(map(int, open(f"/proc/{pid}/stat").read().split(")")[-1].split()[11:13]))
+                     for pid in pids]
+            assert all(t > 0 for t in ticks), ticks
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_a_spinner_stops_by_itself_when_the_command_that_started_it_dies():
+    # the command is killed outright (no cleanup runs): its spinner notices and exits
+    code = ("import sys, time; from support.harness import stability\n"
+            "load = stability.Load(1).__enter__()\n"
+            "print(load.procs[0].pid, flush=True)\n"
+            "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    spinner = int(parent.stdout.readline())
+    assert _alive(spinner)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while _alive(spinner) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(spinner), "a spinner outlived the command that started it"
+
+
+def test_a_spinner_stops_at_its_deadline():
+    p = subprocess.Popen([sys.executable, "-c", stability.SPINNER, str(os.getpid()), "0.3"])
+    assert p.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("seen,load", [
+    ({"holds": [1, 2], "inconclusive": [3]}, True),
+    ({"fails": [1], "inconclusive": [2]}, True),
+    ({"holds": [1], "drift": [2]}, False),                  # a move, load or not
+    ({"holds": [1], "fails": [2], "inconclusive": [3]}, False),
+    ({"partial": [1], "inconclusive": [2]}, False),
+])
+def test_only_decided_versus_inconclusive_is_put_down_to_the_load(seen, load):
+    assert stability.with_the_load(seen) is load
+
+
+def test_a_change_is_listed_with_the_figures_and_intervals_it_was_read_from():
+    report = {"claims": [{"id": "AD-01", "verdict": "inconclusive", "variants": [
+        {"variant": "jax", "verdict": "inconclusive", "figures": {
+            "(forward+backward)/forward": {"value": 3.31, "interval": [2.52, 4.33],
+                                           "outcome": "undecided"},
+            "forward min": {"value": 0.002}}}]}]}
+    assert stability._figures_of(report, "AD-01[jax]") == \
+        "(forward+backward)/forward = 3.31 [2.52, 4.33] (undecided)"
