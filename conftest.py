@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, settings
 # the harness's plugins (support/harness/): they share the run's state through
 # support/harness/session.py and import none of each other
 pytest_plugins = ["support.harness.plugin", "support.harness.device_options",
-                  "support.harness.timing_lock", "support.harness.schedule", "pytester"]
+                  "support.harness.timing_lock", "support.harness.schedule",
+                  "support.harness.control_options", "pytester"]
 
 # Hypothesis profiles, selected with HYPOTHESIS_PROFILE (the default is "dev"):
 #   dev       explores: new random examples on every run, 40 per property; the README's test

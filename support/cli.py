@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gpu-run": ("support.harness.gpu_run", "on a GPU machine: the GPU tier and the benchmarks, one folder"),
     "durations": ("support.harness.schedule", "keep a run's test durations: the order tests start in under -n"),
     "stability": ("support.harness.stability", "run the test command N times, report what moved"),
+    "controls": ("support.harness.controls", "run every claim's test under its negative controls"),
 }
 PROG = "python -m support"
 

@@ -9,6 +9,7 @@ of §4.1 as float64 torch tensors, the graph walked from ``loss.grad_fn``. TAPE-
 import pytest
 import torch
 
+from support.harness.controls import control
 from support.lab import toy
 
 NODES = ["MvBackward0", "AddBackward0", "TanhBackward0", "DotBackward0", "AddBackward0",
@@ -131,6 +132,31 @@ def test_backward_twice_holds_exactly_twice_the_gradient(claim):
     # the freed graph cannot be walked a second time
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         loss.backward()
+
+
+def _leaves(t: torch.Tensor) -> list[torch.Tensor]:
+    """The leaf tensors whose .grad a backward from ``t`` fills (AccumulateGrad nodes)."""
+    seen, todo, out = set(), [t.grad_fn], []
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if hasattr(fn, "variable"):
+            out.append(fn.variable)
+        todo += [f for f, _ in fn.next_functions]
+    return out
+
+
+@control("TAPE-07", what="backward() overwrites each leaf's .grad instead of adding to it")
+def backward_overwrites_grad(mp):
+    def overwrite(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        leaves = inputs if inputs is not None else _leaves(self)
+        grads = torch.autograd.grad(self, leaves, gradient, retain_graph=retain_graph,
+                                    create_graph=create_graph, allow_unused=True)
+        for leaf, g in zip(leaves, grads):
+            leaf.grad = g
+    mp.setattr(torch.Tensor, "backward", overwrite)
 
 
 @pytest.mark.claim("TAPE-08")

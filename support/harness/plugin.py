@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 
 from support.harness.recorder import ClaimRecorder, NotApplicable
-from support.harness.session import (DATA_SOURCE, RECORD_KEY, STATE, ClaimsState, claim_ids,
-                                     report_dir, state as _state)
+from support.harness.session import (CONTROL, CONTROL_PARAM, DATA_SOURCE, RECORD_KEY, STATE,
+                                     ClaimsState, claim_ids, report_dir, state as _state,
+                                     variant_id)
 from support.machine import devices, fingerprint
 from support.spec import expectations
 from support.spec import registry as reg
@@ -163,9 +164,7 @@ def _benchmarks_off(config) -> str:
     return ""
 
 
-def _variant_id(item) -> str:
-    cs = getattr(item, "callspec", None)
-    return cs.id if cs is not None else ""
+_variant_id = variant_id
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -201,7 +200,7 @@ def _params(item) -> dict:
     if cs is None:
         return {}
     return {k: (v if isinstance(v, (int, float, str, bool)) or v is None else repr(v))
-            for k, v in cs.params.items()}
+            for k, v in cs.params.items() if k != CONTROL_PARAM}
 
 
 def _short(report, call) -> str:
@@ -266,6 +265,8 @@ def _attach(item, report, rec: ClaimRecorder, o: verdicts.Outcome, teardown=Fals
         "duration": getattr(report, "duration", 0.0),
         "tier": item.stash.get(_tier_key, "fast"), **rec.payload(),
     }
+    if CONTROL in item.stash:
+        payload["control"] = item.stash[CONTROL]
     report.user_properties.append((RECORD_KEY, json.dumps(payload, default=repr)))
     # --junitxml writes the properties of the teardown report, which copies the item's
     figs = {n: m for n, m in rec.measurements.items() if "outcome" in m}

@@ -26,6 +26,21 @@ LOCK_FOLDER = pytest.StashKey[str]()
 # where the run's concrete data comes from ({"source": named|cache|bundled, "file": ...}):
 # set by the suite's conftest, written into the report's environment
 DATA_SOURCE = pytest.StashKey[dict]()
+# the negative control a test item runs under (support/harness/control_options.py)
+CONTROL = pytest.StashKey[str]()
+CONTROL_PARAM = "claims_control"
+
+
+def variant_id(item) -> str:
+    """The test's own parameter id: what its figures are looked up by and its expectations
+    keyed on (without the ``control=NAME`` parameter a negative control adds)."""
+    cs = getattr(item, "callspec", None)
+    if cs is None:
+        return ""
+    if CONTROL_PARAM not in cs.params:
+        return cs.id
+    tag = f"control={cs.params[CONTROL_PARAM]}"
+    return "-".join(p.strip("-") for p in cs.id.split(tag) if p.strip("-"))
 
 
 class ClaimsState:

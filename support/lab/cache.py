@@ -121,6 +121,40 @@ def key(name: str, inputs: dict, module: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+# the in-memory stores of shared results (stories, experiments): emptied while a result may
+# be perturbed (isolated()), so that a perturbed result is never kept nor an unperturbed one
+# served to a perturbed computation
+_STORES: list[dict] = []
+_isolated = 0
+
+
+def memo_store() -> dict:
+    """A dict for a module's in-process memo of shared results (see :func:`isolated`)."""
+    store: dict = {}
+    _STORES.append(store)
+    return store
+
+
+@contextmanager
+def isolated():
+    """For the length of the block, shared results are computed afresh and kept nowhere: the
+    disk cache is neither read nor written and every memo store starts empty (and gets its
+    entries back after). A negative control that perturbs a library call runs its test in
+    this (support/harness/controls.py), so that nothing perturbed leaks into another test."""
+    global _isolated
+    saved = [dict(s) for s in _STORES]
+    for s in _STORES:
+        s.clear()
+    _isolated += 1
+    try:
+        yield
+    finally:
+        _isolated -= 1
+        for s, old in zip(_STORES, saved):
+            s.clear()
+            s.update(old)
+
+
 @contextmanager
 def _locked(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,6 +167,8 @@ def cached(name: str, inputs: dict, module: str, compute, *, fresh: bool = False
     """``compute()``'s value, from the disk when an entry for the same key may be used.
     ``module`` is the one that computes it (``"support.lab.experiments"``): its code and what it
     imports are part of the key."""
+    if _isolated:
+        return compute()
     folder = Path(folder) if folder else cache_dir() / "results"
     k = key(name, inputs, module)
     path = folder / f"{name}-{k}.pkl"

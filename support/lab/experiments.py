@@ -49,7 +49,7 @@ SWEEP_LRS = (1e-3, 1e-2, 0.1, 1.0, 2.0)
 RAW_SGD_LRS = (1e-3, 1e-2, 0.1)
 
 _lock = threading.RLock()
-_memo: dict = {}
+_memo: dict = cache.memo_store()
 
 
 def _key(data: Concrete, name: str):

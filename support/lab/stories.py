@@ -22,7 +22,7 @@ STORIES: dict[str, dict] = {
     "adam_raw": {"scale": False},
 }
 
-_CACHE: dict[tuple, TrainResult] = {}
+_CACHE: dict[tuple, TrainResult] = cache.memo_store()
 
 
 def run(data: Concrete, name: str, *, seed: int = 0, fold: int = 0, epochs: int = 120,

@@ -88,6 +88,7 @@ def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict
                 "figures": r["measurements"], "notes": r["notes"],
                 "unexpected": r.get("unexpected", []),
                 "duration_s": round(r.get("duration", 0.0), 4),
+                **({"control": r["control"]} if r.get("control") else {}),
             })
         reasons = [f"{r['variant'] + ': ' if r['variant'] else ''}{r['reason']}"
                    for r in recs if r["verdict"] == v and r["reason"]]

@@ -44,7 +44,7 @@ PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "python"
             "keras", "onnx", "onnxruntime", "xlrd", "pandas", "flax")
 FIELDS = {"id", "document", "section", "source", "paraphrase", "stated", "kind", "tier",
           "tolerance", "rule", "version_note", "status", "reason", "applies", "meaning",
-          "links", "figures", "requires", "fingerprint"}
+          "links", "figures", "requires", "fingerprint", "control_reason"}
 FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why"}
 APPLIES_FIELDS = {"versions"}
 
@@ -74,6 +74,8 @@ class Claim:
     figures: dict = field(default_factory=dict)     # name -> [Figure, one per variant]
     requires: list = field(default_factory=list)
     fingerprint: str = ""      # of its sentence in the notes (support/notes/locate.py)
+    # why no negative control can make this claim's test fail (support/harness/controls.py)
+    control_reason: str = ""
 
     def figure(self, name: str, variant: str = "") -> "Figure":
         """The figure ``name`` that applies to ``variant`` (a figure may be stated per

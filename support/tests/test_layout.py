@@ -26,7 +26,8 @@ WINGS = ("machine", "spec", "lab", "reports", "notes", "harness")
 BASE = ("support", "support.paths")          # below every wing
 TOP = ("support.cli", "support.__main__")      # above every wing
 PLUGINS = ("support.harness.plugin", "support.harness.device_options",
-           "support.harness.timing_lock", "support.harness.schedule")
+           "support.harness.timing_lock", "support.harness.schedule",
+           "support.harness.control_options")
 FRAMEWORKS = ("torch", "jax", "jaxlib", "optax", "sklearn", "keras", "flax", "matplotlib")
 
 

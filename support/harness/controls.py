@@ -1,0 +1,323 @@
+"""Negative controls: every claim shows that its test fails when its sentence is false.
+
+A *control* is a perturbation of what a claim's sentence is about (the library call, the
+data it reads, the environment it runs in) under which the sentence would be false or its
+stated figure would move. It is written beside the claim's test and never touches the test's
+assertions, the recorder, the tolerance table or the expectations::
+
+    from support.harness.controls import control
+
+    @control("TAPE-07", what="backward overwrites .grad instead of adding to it")
+    def backward_overwrites(mp):
+        real = torch.Tensor.backward
+        def overwrite(self, *args, **kwargs):
+            ...                          # zero every leaf's .grad, then the real backward
+        mp.setattr(torch.Tensor, "backward", overwrite)
+
+The function receives a ``pytest.MonkeyPatch``; whatever it patches is undone when the test
+ends. ``scope="test"`` (the default) applies it around each test of the claim (its
+function-scoped fixtures included); ``scope="process"`` applies it once, before any test of
+a fresh session, in processes of their own with a fresh result cache: for claims whose
+figures come from shared results (the concrete experiments, a session fixture), worker
+processes or ranks. ``moves=("figure", ...)`` names the figures whose drift counts as the
+control turning the claim red; without it, only a failure does.
+
+``python -m support controls`` runs every claim's tests under each of its controls and
+reports per control and claim what the verdict became (:func:`outcome`):
+
+* **red**: the claim fails, or drifts on a figure the control names: the test sees it;
+* **survived**: the claim still holds (or is partial, or inconclusive): the test cannot see
+  what its sentence is about, a defect of the test to fix, never an entry to silence;
+* **broken**: the test errored: a crash proves nothing;
+* **not run**: the claim's tests did not run here (no GPU), listed, not counted.
+
+The run writes ``controls.json`` (default ``reports/controls/``); a claims report written
+beside it (``reports/``) marks each claim *controlled* (a control of it turned it red in that
+run) or *uncontrolled*, with the reason the registry gives (``control_reason``) where no
+control is possible.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+SCOPES = ("test", "process")
+OUTCOMES = ("red", "survived", "broken", "not run")
+
+
+@dataclass(frozen=True)
+class Control:
+    name: str
+    claims: tuple[str, ...]
+    what: str
+    apply: Callable = field(repr=False, compare=False)
+    scope: str = "test"
+    moves: tuple[str, ...] = ()
+    module: str = ""
+
+
+# every control of the suite, by name (the names are unique across the suite)
+CONTROLS: dict[str, Control] = {}
+
+
+def control(*claims: str, what: str, scope: str = "test", moves: tuple[str, ...] = (),
+            name: str | None = None):
+    """Register the decorated function as a control of ``claims`` (see the module doc)."""
+    if not claims:
+        raise ValueError("a control names the claim(s) it turns red")
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
+    if not what or not what.strip():
+        raise ValueError("a control says in words what it perturbs (what=...)")
+
+    def register(fn):
+        key = name or fn.__name__.strip("_").replace("_", "-")
+        c = Control(key, tuple(claims), what.strip(), fn, scope, tuple(moves), fn.__module__)
+        old = CONTROLS.get(key)
+        if old is not None and (old.module, old.claims) != (c.module, c.claims):
+            raise ValueError(f"two controls are named {key!r} ({old.module}, {c.module})")
+        CONTROLS[key] = c
+        return fn
+
+    return register
+
+
+def for_claims(ids) -> list[Control]:
+    """The controls that target any of ``ids``, in registration order."""
+    wanted = set(ids)
+    return [c for c in CONTROLS.values() if wanted & set(c.claims)]
+
+
+# --------------------------------------------------------------------------- the verdict rule
+def outcome(control: Control, claim: str, variants: list[dict]) -> tuple[str, str]:
+    """What a control made of one claim, from the claim's variants under it (as a claims
+    report lists them: verdict, reason, figures with their outcomes): ``(outcome,
+    evidence)``, outcome one of :data:`OUTCOMES`."""
+    ran = [v for v in variants if v.get("role", "test") != "benchmark"
+           and v.get("verdict") in ("error", "fails", "drift", "inconclusive", "holds")]
+    if not ran:
+        why = "; ".join(sorted({v.get("reason", "") for v in variants if v.get("reason")}))
+        return "not run", why or "its tests did not run"
+    errors = [v for v in ran if v["verdict"] == "error"]
+    if errors:
+        return "broken", _first(errors)
+    failed = [v for v in ran if v["verdict"] == "fails"]
+    if failed:
+        return "red", _first(failed)
+    drifted = [v for v in ran if v["verdict"] == "drift"]
+    named = [v for v in drifted if set(_drifting(v)) & set(control.moves)]
+    if named:
+        return "red", _first(named)
+    if drifted:
+        return "survived", ("drifts, but on figures the control does not name: "
+                            + _first(drifted))
+    return "survived", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}"
+                                 for v in ran)
+
+
+def _drifting(variant: dict) -> list[str]:
+    return [n for n, m in (variant.get("figures") or {}).items()
+            if isinstance(m, dict) and m.get("outcome") == "outside"]
+
+
+def _first(records: list[dict]) -> str:
+    r = records[0]
+    tag = f"{r['variant']}: " if r.get("variant") else ""
+    return tag + (r.get("reason") or r.get("verdict", ""))
+
+
+# --------------------------------------------------------------------------- the runner
+def discover() -> dict[str, Control]:
+    """Every control of the suite: the claim test modules are imported, which registers
+    theirs."""
+    import importlib
+
+    from support.paths import CLAIMS, ROOT
+    for path in sorted(CLAIMS.rglob("test_*.py")):
+        importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    return dict(CONTROLS)
+
+
+def _pytest(args: list[str], out, env_extra: dict, log) -> tuple[int, dict, float]:
+    """One pytest session of the suite (claims only); returns (exit status, report, seconds)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from support.paths import ROOT
+    env = dict(os.environ, HYPOTHESIS_PROFILE="ci", **env_extra)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    cmd = [sys.executable, "-m", "pytest", "claims", "-q", "-p", "no:randomly",
+           f"--claims-report={out}", *args]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    log.write(f"$ {' '.join(cmd[1:])}  ({wall:.1f} s, exit {proc.returncode})\n")
+    log.write(proc.stdout[-20000:] + proc.stderr[-5000:] + "\n")
+    report = {}
+    if (out / "claims.json").exists():
+        report = json.loads((out / "claims.json").read_text())
+    return proc.returncode, report, wall
+
+
+def _variants_under(report: dict, name: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for c in report.get("claims", []):
+        for v in c.get("variants") or []:
+            if name in (v.get("control") or "").split(","):
+                out.setdefault(c["id"], []).append(v)
+    return out
+
+
+def _evaluate(c: Control, report: dict, seconds: float, how: str) -> dict:
+    under = _variants_under(report, c.name)
+    results = {}
+    for cid in c.claims:
+        res, evidence = outcome(c, cid, under.get(cid, []))
+        if not report:
+            res, evidence = "broken", f"the {how} session wrote no claims report (see the log)"
+        results[cid] = {"outcome": res, "evidence": evidence[:600]}
+    return {"name": c.name, "what": c.what, "scope": c.scope, "module": c.module,
+            "claims": list(c.claims), "moves": list(c.moves), "seconds": round(seconds, 1),
+            "run": how, "results": results}
+
+
+def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> dict:
+    """Per claim: its controls and whether one turned it red (``controlled``), or why not."""
+    verdicts = {c["id"]: c["verdict"] for c in (baseline or {}).get("claims", [])}
+    out = {}
+    for cid, claim in sorted(registry.items()):
+        if claim.kind == "h" or claim.status != "testable":
+            continue
+        mine = [c for c in controls if cid in c["results"]]
+        seen = [c["results"][cid]["outcome"] for c in mine]
+        if "red" in seen:
+            state = "controlled"
+        elif "survived" in seen or "broken" in seen:
+            state = "survived" if "survived" in seen else "broken"
+        elif seen:
+            state = "not run"
+        else:
+            state = "uncontrolled"
+        entry = {"state": state, "controls": [c["name"] for c in mine]}
+        if claim.control_reason:
+            entry["reason"] = claim.control_reason
+        if cid in verdicts:
+            entry["verdict_without_control"] = verdicts[cid]
+        out[cid] = entry
+    return out
+
+
+def annotate(report: dict, controls_report: dict) -> dict:
+    """A claims report with each claim's control state from a controls run."""
+    per = controls_report.get("claims", {})
+    for c in report.get("claims", []):
+        if c["id"] in per:
+            c["control"] = {**per[c["id"]], "run": controls_report.get("suite_commit")}
+    report["controls"] = {k: controls_report.get(k) for k in
+                          ("suite_commit", "date", "wall_s", "counts", "rotation")}
+    return report
+
+
+def arguments(command: str, parser) -> None:
+    from pathlib import Path
+
+    from support.paths import REPORTS
+    parser.add_argument("--claim", action="append", default=[], metavar="ID",
+                        help="only the controls of this claim (repeatable)")
+    parser.add_argument("--out", type=Path, default=REPORTS / "controls",
+                        help="where controls.json and the sessions' logs go (default "
+                             "reports/controls)")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="seconds for the process-scope controls (each a session of its "
+                             "own): those that do not fit are left for a later run, starting "
+                             "elsewhere in the list each commit (recorded); default: all")
+    parser.add_argument("--workers", default="2", help="pytest-xdist workers, -n (default 2)")
+    parser.add_argument("--report", type=Path, default=REPORTS / "claims.json",
+                        help="the claims report to mark controlled/uncontrolled and take the "
+                             "verdicts without controls from (default reports/claims.json)")
+
+
+def run(command: str, args) -> int:
+    import datetime as dt
+    import json
+    import shutil
+    import tempfile
+    import time
+
+    from support.machine import fingerprint
+    from support.machine.environment import git_commit
+    from support.spec import registry as reg
+
+    registry = reg.load_registry()
+    found = discover()
+    bad = [c for c in args.claim if c not in registry]
+    if bad:
+        print(f"controls: unknown claim(s) {', '.join(bad)}")
+        return 2
+    chosen = [c for c in found.values()
+              if not args.claim or set(args.claim) & set(c.claims)]
+    tests = [c for c in chosen if c.scope == "test"]
+    procs = [c for c in chosen if c.scope == "process"]
+    commit = git_commit() or ""
+    # the rotation: process controls from an offset the commit decides, as many as fit
+    start = int(commit[:8], 16) % len(procs) if procs and commit[:8].isalnum() else 0
+    ordered = procs[start:] + procs[:start]
+    shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True)
+    t0 = time.monotonic()
+    results: list[dict] = []
+    with open(args.out / "sessions.log", "w") as log:
+        if tests:
+            wanted = sorted({cid for c in tests for cid in c.claims})
+            claim_args = [f"--claim={cid}" for cid in wanted]
+            _, rep, wall = _pytest(["-n", args.workers, "--controls", *claim_args],
+                                   args.out / "test-scope", {}, log)
+            for c in tests:
+                results.append(_evaluate(c, rep, wall / max(1, len(tests)), "test-scope"))
+            print(f"controls: {len(tests)} test-scope controls in one session, {wall:.0f} s")
+        left = []
+        for c in ordered:
+            spent = time.monotonic() - t0
+            if args.budget_s is not None and results and spent > args.budget_s:
+                left.append(c.name)
+                continue
+            with tempfile.TemporaryDirectory(prefix="claims-control-cache-") as cache:
+                _, rep, wall = _pytest(["-n", args.workers, "--fresh", f"--control={c.name}",
+                                        *[f"--claim={cid}" for cid in c.claims]],
+                                       args.out / c.name, {"LECTURE11_CACHE": cache}, log)
+            results.append(_evaluate(c, rep, wall, "process"))
+            print(f"controls: {c.name} ({', '.join(c.claims)}), its own session, {wall:.0f} s")
+    baseline = json.loads(args.report.read_text()) if args.report.is_file() else None
+    summary = summarise(results, registry, baseline)
+    counts: dict[str, int] = {}
+    for r in results:
+        for res in r["results"].values():
+            counts[res["outcome"]] = counts.get(res["outcome"], 0) + 1
+    wall = time.monotonic() - t0
+    data = {"schema": 1, "suite_commit": commit,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "environment": fingerprint.label(baseline["environment"]) if baseline else None,
+            "wall_s": round(wall, 1), "counts": counts,
+            "rotation": {"process_controls": len(procs), "start": start,
+                         "ran": [c.name for c in ordered if c.name not in left],
+                         "left_for_later": left},
+            "controls": results, "claims": summary}
+    (args.out / "controls.json").write_text(json.dumps(data, indent=1))
+    for r in results:
+        for cid, res in r["results"].items():
+            if res["outcome"] != "red":
+                print(f"  {res['outcome'].upper():<9} {r['name']} -> {cid}: {res['evidence'][:300]}")
+    states: dict[str, int] = {}
+    for e in summary.values():
+        states[e["state"]] = states.get(e["state"], 0) + 1
+    print(f"controls: {sum(counts.values())} control x claim results in {wall:.0f} s: "
+          + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+          + "; claims: " + ", ".join(f"{k} {n}" for k, n in sorted(states.items()))
+          + (f"; {len(left)} process controls left for a later run" if left else ""))
+    if baseline is not None and not args.claim:
+        args.report.write_text(json.dumps(annotate(baseline, data), indent=1))
+    print(f"controls: {args.out / 'controls.json'}")
+    return 0 if not (counts.get("survived") or counts.get("broken")) else 1

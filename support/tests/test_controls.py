@@ -1,0 +1,179 @@
+"""Negative controls (support/harness/controls.py, control_options.py): a control that turns
+its claim red is counted, one that leaves it holding is reported as surviving, one that crashes
+the test as broken; test-scope controls stay out of shared fixtures, process-scope ones reach
+them; a test's figures are looked up by its own variant id under a control.
+
+Each test runs a tiny suite of its own (pytester) with a two-claim registry."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from support.harness import controls as ctl
+
+REGISTRY = """
+[[claim]]
+id = "XX-01"
+document = "lecture"
+section = "S"
+source = "L:1"
+paraphrase = "the subject returns two"
+stated = "2.0"
+kind = "a"
+tier = "fast"
+figures = [{ name = "value", stated = "2.0", tol = "exact" },
+           { name = "big", bound = "> 1", variant = "big" }]
+
+[[claim]]
+id = "XX-02"
+document = "lecture"
+section = "S"
+source = "L:2"
+paraphrase = "a shared result"
+stated = ""
+kind = "a"
+tier = "fast"
+figures = [{ name = "shared", stated = "3.0", tol = "exact" }]
+"""
+
+TESTS = '''
+import sys
+import pytest
+from support.harness.controls import control
+
+def subject():
+    return 2.0
+
+@pytest.fixture(scope="session")
+def shared():
+    return subject() + 1.0
+
+@pytest.mark.claim("XX-01")
+@pytest.mark.parametrize("size", ["big"])
+def test_subject(claim, size):
+    claim.check("value", subject())
+    claim.check("big", subject())
+    assert subject() > 1.5
+
+@pytest.mark.claim("XX-02")
+def test_shared(claim, shared):
+    claim.check("shared", shared)
+
+me = sys.modules[__name__]
+
+@control("XX-01", what="the subject returns one")
+def returns_one(mp):
+    mp.setattr(me, "subject", lambda: 1.0)
+
+@control("XX-01", what="something the test never calls")
+def elsewhere(mp):
+    mp.setattr(me, "shared", None)
+
+@control("XX-01", what="the subject breaks")
+def breaks(mp):
+    mp.setattr(me, "subject", lambda: "two")
+
+@control("XX-01", what="the subject returns 2.5 (the stated figure moves)", moves=("value",))
+def drifts_named(mp):
+    mp.setattr(me, "subject", lambda: 2.5)
+
+@control("XX-01", what="the subject returns 2.5, no figure named")
+def drifts_unnamed(mp):
+    mp.setattr(me, "subject", lambda: 2.5)
+
+@control("XX-02", what="the subject returns one, test scope")
+def shared_test_scope(mp):
+    mp.setattr(me, "subject", lambda: 1.0)
+
+@control("XX-02", what="the subject returns one, from the session's start", scope="process",
+         moves=("shared",))
+def shared_process_scope(mp):
+    mp.setattr(me, "subject", lambda: 1.0)
+'''
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.setattr(ctl, "CONTROLS", dict(ctl.CONTROLS))     # the nested run's stay there
+    (pytester.path / "reg").mkdir()
+    (pytester.path / "reg" / "XX.toml").write_text(REGISTRY)
+    (pytester.path / "expect.toml").write_text("")
+    pytester.makeini(textwrap.dedent("""
+        [pytest]
+        claims_registry = reg
+        claims_expectations = expect.toml
+        addopts = -p support.harness.plugin -p support.harness.control_options -p no:cacheprovider
+    """))
+    pytester.makepyfile(test_claims=TESTS)
+
+    def run(*args):
+        pytester.runpytest("--claims-report", str(pytester.path / "out"), *args)
+        report = json.loads((pytester.path / "out" / "claims.json").read_text())
+        return {name: ctl._evaluate(ctl.CONTROLS[name], report, 0.0, "test")["results"]
+                for name in ctl.CONTROLS if name in _names(report)}
+
+    return run
+
+
+def _names(report) -> set[str]:
+    return {n for c in report["claims"] for v in c.get("variants") or []
+            for n in (v.get("control") or "").split(",") if n}
+
+
+def test_a_control_that_turns_its_claim_red_is_counted_one_that_leaves_it_holding_survives(suite):
+    got = suite("--controls")
+    assert got["returns-one"]["XX-01"]["outcome"] == "red"
+    assert "assert 1.0 > 1.5" in got["returns-one"]["XX-01"]["evidence"]
+    assert got["elsewhere"]["XX-01"]["outcome"] == "survived"
+    assert got["breaks"]["XX-01"]["outcome"] == "broken"          # a crash proves nothing
+    assert got["drifts-named"]["XX-01"]["outcome"] == "red"
+    assert got["drifts-unnamed"]["XX-01"]["outcome"] == "survived"
+    assert "does not name" in got["drifts-unnamed"]["XX-01"]["evidence"]
+
+
+def test_a_test_scope_control_stays_out_of_shared_fixtures_a_process_control_reaches_them(suite):
+    assert suite("--controls")["shared-test-scope"]["XX-02"]["outcome"] == "survived"
+    got = suite("--control", "shared-process-scope")
+    assert got["shared-process-scope"]["XX-02"]["outcome"] == "red"
+
+
+def test_under_a_control_a_test_keeps_its_own_variant_and_runs_only_under_controls(suite, pytester):
+    suite("--control", "returns-one")
+    report = json.loads((pytester.path / "out" / "claims.json").read_text())
+    [xx01] = [c for c in report["claims"] if c["id"] == "XX-01"]
+    [v] = xx01["variants"]
+    # the figure stated for variant "big" was found: the control's id is not part of it
+    assert v["variant"] == "big" and "big" in v["figures"] and v["control"] == "returns-one"
+    assert v["params"] == {"size": "big"}
+    [xx02] = [c for c in report["claims"] if c["id"] == "XX-02"]
+    assert not xx02["variants"]                      # not a claim of the control: not run
+
+
+def test_an_unknown_control_is_a_usage_error(pytester, suite):
+    result = pytester.runpytest("--control", "no-such-control")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no control named no-such-control*"])
+
+
+@pytest.mark.parametrize("verdict,outcome", [("fails", "red"), ("holds", "survived"),
+                                             ("inconclusive", "survived"),
+                                             ("error", "broken"), ("skipped", "not run")])
+def test_the_outcome_rule(verdict, outcome):
+    c = ctl.Control("c", ("XX-01",), "w", lambda mp: None)
+    assert ctl.outcome(c, "XX-01", [{"verdict": verdict, "reason": "r"}])[0] == outcome
+
+
+def test_a_shared_result_is_computed_afresh_and_kept_nowhere_under_a_control(tmp_path, monkeypatch):
+    from support.lab import cache
+    store = cache.memo_store()
+    store["k"] = "unperturbed"
+    calls = []
+    with cache.isolated():
+        assert "k" not in store
+        assert cache.cached("t", {}, "support.lab.cache", lambda: calls.append(1) or "perturbed",
+                            folder=tmp_path) == "perturbed"
+        store["k"] = "perturbed"
+    assert store == {"k": "unperturbed"} and not list(tmp_path.glob("*.pkl"))
