@@ -21,7 +21,7 @@ from support.lab import experiments
 from support.lab.data import lecture_split
 from support.lab.train_torch import BATCH, baseline_rmse, mlp, prepare
 
-# one xdist worker (--dist loadgroup) shares the batched results of support.experiments
+# one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
 
 

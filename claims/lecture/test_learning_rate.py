@@ -18,7 +18,7 @@ import pytest
 from support.lab import experiments
 from support.lab.train_torch import baseline_rmse
 
-# one xdist worker (--dist loadgroup) shares the batched results of support.experiments
+# one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
 
 SIX = range(6)

@@ -20,7 +20,7 @@ from support.lab.data import lecture_split
 from support.lab.train_torch import train
 from support.machine import timing
 
-# one xdist worker (--dist loadgroup) shares the batched results of support.experiments
+# one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
 
 

@@ -84,7 +84,7 @@ def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(conc
 def test_todays_group_kfold_gives_the_lecture_fold_0(concrete, claim, argsort):
     """scikit-learn before 1.9 deals the groups in the order of NumPy's default (unstable)
     argsort of their sizes, whose order of ties depends on the SIMD code it runs on this CPU
-    (support.environment.numpy_argsort_target): the variant names it, and
+    (support.machine.environment.numpy_argsort_target): the variant names it, and
     claims/expectations.toml keys the known failures on it."""
     from sklearn.model_selection import GroupKFold
 

@@ -15,7 +15,7 @@ import pytest
 
 from support.lab import experiments
 
-# one xdist worker (--dist loadgroup) shares the batched results of support.experiments
+# one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
 
 

@@ -10,7 +10,7 @@ no_grad() leaves nothing."
 
 The notes' figures were allocator readings on an Apple GPU (protocol §4.5: no code for them
 was found). Here the same quantities are measured exactly on the CPU: the bytes autograd saves
-for backward (support.memory.SavedTensors; parameters and the data batch excluded, as they are
+for backward (support.machine.memory.SavedTensors; parameters and the data batch excluded, as they are
 held anyway) and, for what survives a pass, the storages still alive (LiveTensors). On a CUDA
 machine the gpu-tier tests read torch.cuda.memory_allocated deltas instead. MB is 1e6 bytes
 (2 x 8,192 x 1,024 float32 values = 67.1e6 B). The model is the notes' MLP family with the

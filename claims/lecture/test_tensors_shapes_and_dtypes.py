@@ -263,7 +263,7 @@ def test_mse_warns_about_the_target_size(claim):
 @pytest.mark.claim("SHAPE-11")
 def test_the_warning_fires_once_per_batch_1560_times(claim, concrete, fresh):
     """The story's own 120-epoch run (train(target_2d=False)), shared with STORY-02 through
-    support.stories, so the suite trains it once per process."""
+    support.lab.stories, so the suite trains it once per process."""
     from support.lab import stories
     res = stories.run(concrete, "shape_bug", fresh=fresh)
     n = sum(m.startswith("Using a target size") for m in res.warnings)

@@ -28,7 +28,7 @@ from support.lab import experiments
 from support.lab.batched import Spec, train_many
 from support.lab.train_torch import train
 
-# one xdist worker (--dist loadgroup) shares the batched results of support.experiments
+# one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
 
 SQRT25 = 5.0

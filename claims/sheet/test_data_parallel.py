@@ -6,7 +6,7 @@ they are ready, overlapping with the rest of the backward pass; when backward() 
 process holds the same averaged gradient and takes the same optimizer step on its own replica.
 The effective batch is the per-GPU batch times the number of GPUs."
 
-Checked for real: two processes on this CPU in a gloo process group (support.distributed), the
+Checked for real: two processes on this CPU in a gloo process group (support.lab.distributed), the
 same code NCCL would run on two GPUs. One group runs every check once (start-up costs more than
 the checks); each test then asserts its sentence on what the ranks sent back.
 """

@@ -10,7 +10,7 @@ before activations." (S:36)
 of the graph, which is why very deep models need gradient checkpointing." (L:513)
 
 Every byte count is read from the objects themselves: parameters, .grad, the optimizer's
-state after a real step, and the tensors autograd saved (support.memory). MB = 1e6 bytes.
+state after a real step, and the tensors autograd saved (support.machine.memory). MB = 1e6 bytes.
 """
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def unsupported_reason() -> str | None:
     """Why :func:`run` cannot start a process group on this platform, or None when it can."""
     if sys.platform == "win32":
         return ("Windows: these checks start a gloo process group over TCP in spawned workers "
-                "(support.distributed), which the suite runs on Linux and macOS only")
+                "(support.lab.distributed), which the suite runs on Linux and macOS only")
     import torch.distributed as dist
     if not dist.is_available():
         return "this torch is built without torch.distributed"

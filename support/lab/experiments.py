@@ -59,7 +59,7 @@ def _key(data: Concrete, name: str):
 def _jobs() -> dict[str, tuple[list[Spec], dict]]:
     """Every batched job: name -> (networks, train_many arguments)."""
     jobs = {
-        # seed 0 and the no-zero_grad and raw-input runs are the stories' (support.stories)
+        # seed 0 and the no-zero_grad and raw-input runs are the stories' (support.lab.stories)
         "adam": ([Spec(seed=s) for s in SEEDS_5 if s != 0],
                  dict(epochs=120, optimizer="adam", record=True)),
         "sgd": ([Spec(lr=lr) for lr in SWEEP_LRS]

@@ -98,7 +98,7 @@ class Claim:
 @dataclass(frozen=True)
 class Figure:
     """A figure of a claim, held once, in the registry: what the notes print (``stated``,
-    compared under the tolerance ``tol``: a key of support.tolerances.TABLE, or an override
+    compared under the tolerance ``tol``: a key of support.spec.tolerances.TABLE, or an override
     ``{ rtol = ..., why = "..." }``) and/or the bounds of the qualitative claim
     (``bound = "<= 1e-15"``). A test checks it with ``claim.check(name, value)``: a broken
     bound makes the claim fail, a stated figure outside its tolerance makes it drift.
@@ -124,7 +124,7 @@ class Figure:
         return tolerances.resolve(self.tol)
 
     def judge(self, value, interval=None) -> tuple[str, str]:
-        """(outcome, what decided it): see support.tolerances.judge_where."""
+        """(outcome, what decided it): see support.spec.tolerances.judge_where."""
         from support.spec import tolerances
         # a reference is not what the notes print: nothing but the bounds is compared
         stated = None if self.reference else self.stated
