@@ -41,17 +41,22 @@ def mlp(d_in: int = 8, hidden: int = HIDDEN, depth: int = 2, d_out: int = 1) -> 
 
 
 @contextlib.contextmanager
-def torch_threads(n: int | None):
-    """Run with ``n`` intra-op threads (the protocol's re-runs used one), then restore."""
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
+def setting(get, put, value):
+    """Run with one of torch's global settings at ``value`` (``put(value)``), then put the
+    one ``get()`` read before back."""
+    old = get()
+    put(value)
     try:
         yield
     finally:
-        torch.set_num_threads(old)
+        put(old)
+
+
+def torch_threads(n: int | None):
+    """Run with ``n`` intra-op threads (the protocol's re-runs used one), then restore."""
+    if n is None:
+        return contextlib.nullcontext()
+    return setting(torch.get_num_threads, torch.set_num_threads, n)
 
 
 @dataclass
