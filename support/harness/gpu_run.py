@@ -17,10 +17,11 @@ and the real-model benchmark) are skipped and the summary says so.
 The run is made for a machine borrowed for about fifteen minutes, once. It stays under
 ``--budget-s`` (540 s by default: what a fifteen-minute window leaves after the machine's
 start-up and the copy back), and it spends the budget on what matters most first. Each step
-is a pytest process of its own, in a process group of its own, with a deadline: at the
-deadline the group gets SIGINT (pytest still writes the verdicts of the tests that finished),
-and SIGKILL after a grace of 15 s. A step that would start with under 30 s left is skipped
-and said so. The steps, in order, each with the most of the budget it may take:
+is a pytest process of its own, in a process group of its own, with a deadline: 20 s before
+it the group gets SIGINT (pytest still writes the verdicts of the tests that finished), at it
+SIGKILL. A step gets its share of the budget, at least 30 s
+(pytest's start-up alone takes about fifteen); one that would start with under 30 s left is
+skipped and said so. The steps, in order, each with the most of the budget it may take:
 
 1. **Preflight** (a child process, so that this long-lived process never opens the card or
    JAX's share of it): exit 2, loudly, unless torch sees a CUDA device.
@@ -94,8 +95,10 @@ from support.paths import ROOT
 # fifteen minutes on a borrowed machine: its start-up takes a few, the copy back one; nine
 # are left for the steps
 BUDGET_S = 540.0
-# between a step's SIGINT (pytest writes what it decided) and its SIGKILL
-GRACE_S = 15.0
+# between a step's SIGINT (pytest writes what it decided) and its SIGKILL: pytest sees the
+# SIGINT only once the call it is in returns to Python (a CPU epoch of the widest sweep model,
+# a cuDNN benchmark), then writes its report and the interpreter shuts torch and JAX down
+GRACE_S = 20.0
 # a step is not started with less than this left: pytest's start-up and collection alone
 # take about fifteen seconds
 MIN_STEP_S = 30.0
@@ -214,12 +217,11 @@ def _wait(proc, limit: float, grace: float) -> str:
     _signal_group(proc, signal.SIGINT)
     try:
         proc.wait(timeout=limit - soft)
-        return f"interrupted (SIGINT) at its {limit:.0f} s deadline; what it decided is kept"
+        return f"interrupted (SIGINT) {limit - soft:.0f} s before its {limit:.0f} s deadline"
     except subprocess.TimeoutExpired:
         _signal_group(proc, signal.SIGKILL)
         proc.wait()
-        return (f"killed (SIGKILL) at its {limit:.0f} s deadline, {grace:.0f} s after SIGINT; "
-                "its report was not written")
+        return f"killed (SIGKILL) at its {limit:.0f} s deadline, {grace:.0f} s after SIGINT"
 
 
 def run_step(name: str, cmd: list[str], limit: float, log: Path, env=None,
@@ -356,9 +358,28 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)      # a reader never sees half a file
 
 
-def _write_claims(reports: list[dict], out: Path) -> list[Path]:
+def _step_of(claim: dict) -> str:
+    """The claims step that runs a claim's GPU tests (a claim of the registry's gpu tier that no
+    earlier step names is the last one's)."""
+    for s in CLAIM_STEPS:
+        if claim["id"] in s.claims or (not s.claims and claim.get("tier") == "gpu"):
+            return s.name
+    return ""
+
+
+def mark_not_reached(merged: dict, stopped: dict[str, str]) -> None:
+    """A claim its step did not reach before that step was stopped says so, rather than
+    "not selected": ``stopped`` maps a step's name to how it was stopped or skipped."""
+    for c in merged["claims"]:
+        why = stopped.get(_step_of(c))
+        if c["verdict"] == "not-run" and why:
+            c["reason"] = f"not reached: the GPU run's step {_step_of(c)} {why}"
+
+
+def _write_claims(reports: list[dict], out: Path, stopped: dict[str, str]) -> list[Path]:
     from support.reports import report
     merged = merge_reports(reports)
+    mark_not_reached(merged, stopped)
     _write_json(out / "claims.json", merged)
     (out / "claims.md").write_text(report.markdown(merged), encoding="utf-8")
     return [out / "claims.json", out / "claims.md"]
@@ -416,13 +437,18 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
               flush=True)
     _write_json(out / "summary.json", summary)
     reports: list[dict] = []
+    stopped: dict[str, str] = {}     # claims steps stopped or skipped, and how
     try:
         for step in steps:
-            limit = min(step.share * budget, left())
+            # its share, but never less than a step needs to start at all, of what is left
+            limit = min(max(step.share * budget, MIN_STEP_S), left())
             if limit < MIN_STEP_S:
-                summary["steps"].append({"step": step.name, "rc": STOPPED, "skipped":
-                                         f"no time left in the {budget:.0f} s budget "
-                                         f"({max(left(), 0):.0f} s)"})
+                why = f"no time left in the {budget:.0f} s budget ({max(left(), 0):.0f} s)"
+                summary["steps"].append({"step": step.name, "rc": STOPPED, "skipped": why})
+                if not step.bench:
+                    stopped[step.name] = f"was skipped: {why}"
+                    if reports:
+                        _write_claims(reports, out, stopped)
                 _write_json(out / "summary.json", summary)
                 continue
             report_dir = scratch / step.name
@@ -431,6 +457,8 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
             st = run_step(step.name, command(step, data, limit, report_dir, bench_json),
                           limit, logs, child_env())
             st["what"] = step.what
+            if st.get("stopped") and not step.bench:
+                stopped[step.name] = f"was {st['stopped']}"
             rep = report_dir / "claims.json"
             if rep.exists():
                 data_rep = json.loads(rep.read_text(encoding="utf-8"))
@@ -441,11 +469,13 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
                         if any(v.get("verdict") == "benchmark" for v in c.get("variants", [])))
                 else:
                     reports.append(data_rep)
-                    for p in _write_claims(reports, out):
-                        if str(p) not in summary["files"]:
-                            summary["files"].append(str(p))
+                st["report"] = "kept"
             else:
                 st["report"] = "none: the step ended before pytest wrote it"
+            if not step.bench and reports:
+                for p in _write_claims(reports, out, stopped):
+                    if str(p) not in summary["files"]:
+                        summary["files"].append(str(p))
             if bench_json is not None:
                 st["benchmark_json"] = str(bench_json) if bench_json.exists() else None
                 if bench_json.exists() and str(bench_json) not in summary["files"]:

@@ -210,8 +210,26 @@ def test_a_summary_is_on_disk_after_a_stopped_step_and_the_run_goes_on(fake_run,
     assert rc == gpu_run.STOPPED and summary["complete"] and not summary["ok"]
     assert [s["rc"] for s in summary["steps"]] == [gpu_run.STOPPED, 0, 0, 0, 0]
     assert summary["steps"][1]["verdicts"] == {"holds": 2}
-    merged = json.loads((tmp_path / "out" / "claims.json").read_text())
-    assert {c["id"]: c["verdict"] for c in merged["claims"]}["DEV-07"] == "not-run"
+    # a claim the stopped step did not reach says so, not "not selected"
+    merged = {c["id"]: c for c in json.loads((tmp_path / "out" / "claims.json").read_text())
+              ["claims"]}
+    assert merged["DEV-07"]["verdict"] == "not-run"
+    assert merged["DEV-07"]["reason"].startswith(
+        "not reached: the GPU run's step claims-cpu-vs-gpu was interrupted (SIGINT)")
+
+
+def test_the_claims_a_stopped_step_did_not_reach_say_so():
+    entry = lambda cid, tier, verdict="not-run": {"id": cid, "tier": tier, "verdict": verdict,
+                                                  "reason": "its tests were not selected"}
+    merged = {"claims": [entry("DEV-08", "gpu"), entry("DEV-12", "gpu"),
+                         entry("DEV-05", "gpu", "holds"), entry("TAPE-07", "fast")]}
+    gpu_run.mark_not_reached(merged, {"claims-gpu-rest": "was skipped: no time left"})
+    reasons = {c["id"]: c["reason"] for c in merged["claims"]}
+    assert reasons["DEV-12"] == ("not reached: the GPU run's step claims-gpu-rest was "
+                                 "skipped: no time left")
+    # another step's claim, a claim that ran, a claim outside the GPU tier: as they were
+    assert reasons["DEV-08"] == reasons["DEV-05"] == reasons["TAPE-07"] == \
+        "its tests were not selected"
 
 
 def test_the_whole_run_keeps_to_its_budget(fake_run):
@@ -227,7 +245,7 @@ def test_the_whole_run_keeps_to_its_budget(fake_run):
             continue
         assert "killed (SIGKILL)" in s["stopped"]
         # no more than its share, nor than what the steps before it left
-        assert s["limit_s"] <= step.share * budget + 1e-6
+        assert s["limit_s"] <= max(step.share * budget, gpu_run.MIN_STEP_S) + 1e-6
         assert spent + s["limit_s"] <= budget + 0.1
         assert s["wall_s"] <= s["limit_s"] + 0.5
         spent += s["wall_s"]
