@@ -19,9 +19,8 @@ The run is made for a machine borrowed for about fifteen minutes, once. It stays
 start-up and the copy back), and it spends the budget on what matters most first. Each step
 is a pytest process of its own, in a process group of its own, with a deadline: 20 s before
 it the group gets SIGINT (pytest still writes the verdicts of the tests that finished), at it
-SIGKILL. A step gets its share of the budget, at least 30 s
-(pytest's start-up alone takes about fifteen); one that would start with under 30 s left is
-skipped and said so. The steps, in order, each with the most of the budget it may take:
+SIGKILL. A step gets its share of the budget, at least 30 s (pytest's start-up alone takes
+about fifteen); one that would start with under 30 s left is skipped and said so. The steps, in order, each with the most of the budget it may take:
 
 1. **Preflight** (a child process, so that this long-lived process never opens the card or
    JAX's share of it): exit 2, loudly, unless torch sees a CUDA device.
@@ -48,8 +47,8 @@ mid-run still leaves what was done:
   claims the benchmarks ran for (benchmarks inform claims and decide nothing), the files;
 * ``gpu_run.log``: the output of every step.
 
-Exit code: 0 when every step passed, 124 for the first step stopped at its deadline or skipped
-for lack of time, else the first failing step's code.
+Exit code: 0 when every step passed, else the code of the first step that did not (124: it
+was stopped at its deadline or skipped for lack of time); 2 without a CUDA device.
 
 Producing and comparing benchmark files by hand
 -----------------------------------------------
