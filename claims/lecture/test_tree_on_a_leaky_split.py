@@ -27,6 +27,7 @@ import pytest
 from support.lab import experiments
 from support.lab.batched import Spec, train_many
 from support.lab.train_torch import train
+from support.machine import devices
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
@@ -206,6 +207,7 @@ def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, tvn):
 
 @pytest.mark.claim("SPLIT-10")
 @pytest.mark.bench
+@devices.needs("cpu")     # a CPU benchmark: --only-device cuda leaves it out
 def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
     # the same 10 networks (5 seeds x 2 folds) both ways, on a reduced budget of 15 epochs
     specs = [Spec(seed=s, fold=f) for s in range(5) for f in range(2)]

@@ -1,33 +1,54 @@
 """Run the GPU tier and the benchmarks on a GPU machine, and collect everything in one folder.
 
-    python -m support gpu-run --out DIR [--concrete-data PATH] [--no-bench] [--budget-s 3600]
+    python -m support gpu-run --out DIR --concrete-data PATH [--no-bench] [--budget-s 540]
 
-What it needs: a CUDA machine with this checkout, Python >= 3.10 and the suite installed
-(``pip install -e '.[test]'``: torch with CUDA, jax, optax, numpy, scikit-learn, xlrd,
-pytest, pytest-benchmark, pytest-timeout, hypothesis). JAX may be the CPU build (the JAX GPU
-variants are then skipped with the reason) or ``jax[cuda12]``. No network is used. The
-concrete data (``Concrete_Data.xls``/``.csv``) is found through ``--concrete-data``, the
-``CONCRETE_DATA`` variable, or the user cache that ``python -m support fetch-data`` fills;
-without it the claims that train on it (DEV-08/10/14/15 and the real-model benchmark) are
-skipped and the summary says so.
+What it needs: a CUDA machine with this checkout, Python >= 3.10, torch with CUDA, jax, optax,
+numpy, scikit-learn, pytest, pytest-benchmark and hypothesis (``pip install -e '.[test]'``,
+or the same packages already there: the suite runs from the checkout without being
+installed). pytest-timeout, xlrd, pandas, keras, onnx and flax are not needed: the claims that
+use the last five are outside the GPU tier, and a per-test limit is set only where
+pytest-timeout is installed. JAX may be the CPU build (the JAX GPU variants are then skipped
+with the reason) or a CUDA build. No network is used. The concrete data is a ``.csv`` or
+``.xls`` of the full-precision table, or a folder holding one (a ``.csv`` needs no xlrd),
+found through ``--concrete-data``, the ``CONCRETE_DATA`` variable, or the user cache that
+``python -m support fetch-data`` fills; without it the claims that train on it (DEV-08/14/15
+and the real-model benchmark) are skipped and the summary says so.
 
-What it runs (each step a separate pytest process with its own time limit; the whole run
-stays under ``--budget-s``, an hour by default: lower it on a machine rented by the minute):
+The run is made for a machine borrowed for about fifteen minutes, once. It stays under
+``--budget-s`` (540 s by default: what a fifteen-minute window leaves after the machine's
+start-up and the copy back), and it spends the budget on what matters most first. Each step
+is a pytest process of its own, in a process group of its own, with a deadline: 20 s before
+it the group gets SIGINT (pytest still writes the verdicts of the tests that finished), at it
+SIGKILL. A step gets its share of the budget, at least 30 s (pytest's start-up alone takes
+about fifteen); one that would start with under 30 s left is skipped and said so. The steps, in order, each with the most of the budget it may take:
 
-1. **Preflight**: fails loudly (exit 2) unless ``torch.cuda.is_available()``.
-2. **Claims, GPU tier**: ``pytest claims --tier gpu --require-device cuda`` ->
-   ``DIR/claims.md``, ``DIR/claims.json``. ``--require-device cuda`` makes a CUDA-absent skip an
-   error and fails the run if no CUDA variant executed.
-3. **Benchmarks, one file per device**: ``pytest claims --tier bench --only-device D
-   --benchmark-json DIR/bench_<host>_<gpu>_torch<v>_jax<v>_<D>.json`` for D = cpu, cuda.
-   The name carries the machine, accelerator, framework versions and device, so files
-   from different machines and versions sit side by side in one folder.
-4. ``DIR/summary.json``: each step's command, exit code and wall time, the claims whose
-   benchmarks ran (benchmarks inform claims and decide nothing: the verdicts are the GPU
-   tier's), the device fingerprints, and the paths written; ``DIR/gpu_run.log``: the output
-   of every step. Six files in all, no subfolders.
+1. **Preflight** (a child process, so that this long-lived process never opens the card or
+   JAX's share of it): exit 2, loudly, unless torch sees a CUDA device.
+2. **claims-cpu-vs-gpu** (30 %): the design card's "small MLPs run faster on CPU than GPU",
+   DEV-07, DEV-08, DEV-09 and DEV-14, and DEV-13, which shares their width sweep.
+3. **claims-dev01-amp10** (15 %): DEV-01 (moving a model is two lines) and AMP-10 (mixed
+   precision's memory and throughput).
+4. **claims-gpu-rest** (40 %): the rest of the GPU tier.
+5. **bench-cuda**, **bench-cpu** (25 % each): the bench tier on one device each, one
+   pytest-benchmark JSON per device named
+   ``bench_<host>_<gpu>_torch<v>_jax<v>_<device>.json`` (machine, accelerator, framework
+   versions and device), so that files of different machines and versions sit side by side.
 
-Exit code: 0 when every step passed, else the first failing step's code.
+Every claims step runs ``pytest claims --tier gpu --require-device cuda`` on its selection (a
+CUDA-absent skip is an error, and a step in which no CUDA variant ran fails). What it leaves in
+``DIR`` (six files, no subfolders), rewritten after every step, so that a window that closes
+mid-run still leaves what was done:
+
+* ``claims.json``, ``claims.md``: the claims steps' reports merged into one (each claim from
+  the step that ran it), the format of ``reports/claims.json``;
+* the two benchmark JSON files;
+* ``summary.json``: the budget, the plan, each step's command, limit, exit code, wall time,
+  verdict counts and whether it was stopped at its deadline, the device's fingerprint, the
+  claims the benchmarks ran for (benchmarks inform claims and decide nothing), the files;
+* ``gpu_run.log``: the output of every step.
+
+Exit code: 0 when every step passed, else the code of the first step that did not (124: it
+was stopped at its deadline or skipped for lack of time); 2 without a CUDA device.
 
 Producing and comparing benchmark files by hand
 -----------------------------------------------
@@ -53,18 +74,75 @@ file name, so one workload's CPU and GPU rows sit side by side::
 """
 from __future__ import annotations
 
+import codecs
+import importlib.util
 import json
 import os
 import platform
 import re
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from support.paths import ROOT
+
+# fifteen minutes on a borrowed machine: its start-up takes a few, the copy back one; nine
+# are left for the steps
+BUDGET_S = 540.0
+# between a step's SIGINT (pytest writes what it decided) and its SIGKILL: pytest sees the
+# SIGINT only once the call it is in returns to Python (a CPU epoch of the widest sweep model,
+# a cuDNN benchmark), then writes its report and the interpreter shuts torch and JAX down
+GRACE_S = 20.0
+# a step is not started with less than this left: pytest's start-up and collection alone
+# take about fifteen seconds
+MIN_STEP_S = 30.0
+PREFLIGHT_S = 120.0
+# one test longer than this is stopped by pytest-timeout, where it is installed, so that a
+# hung test does not take its step's whole share
+TEST_TIMEOUT_S = 180
+# the exit code of a step stopped at its deadline or skipped for lack of time (timeout(1)'s)
+STOPPED = 124
+# how a step's pytest is started; the self-tests put a fake child process here
+PYTEST = [sys.executable, "-m", "pytest"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the run: a pytest process with at most ``share`` of the budget."""
+
+    name: str
+    what: str
+    share: float
+    claims: tuple[str, ...] = ()   # a claims step's selection; () = the rest of the GPU tier
+    device: str = ""               # a bench step's device
+
+    @property
+    def bench(self) -> bool:
+        return bool(self.device)
+
+
+CLAIM_STEPS = (
+    Step("claims-cpu-vs-gpu", "the design card's 'small MLPs run faster on CPU than GPU' "
+         "(DEV-07, DEV-08, DEV-09, DEV-14; DEV-13 shares their width sweep)", 0.30,
+         claims=("DEV-07", "DEV-08", "DEV-09", "DEV-13", "DEV-14")),
+    Step("claims-dev01-amp10", "moving a model is two lines (DEV-01); mixed precision's "
+         "memory and throughput (AMP-10)", 0.15, claims=("DEV-01", "AMP-10")),
+    Step("claims-gpu-rest", "the rest of the GPU tier", 0.40),
+)
+BENCH_STEPS = (
+    Step("bench-cuda", "the bench tier on the GPU", 0.25, device="cuda"),
+    Step("bench-cpu", "the bench tier on the CPU", 0.25, device="cpu"),
+)
+
+
+def plan(no_bench: bool = False) -> tuple[Step, ...]:
+    """The steps in the order they run: what matters most first."""
+    return CLAIM_STEPS + (() if no_bench else BENCH_STEPS)
 
 
 def _loud(msg: str) -> None:
@@ -92,144 +170,333 @@ def label(device_name: str) -> str:
                      f"jax{_slug(version('jax') or 'none')}"])
 
 
-def _step(name: str, cmd: list[str], timeout: float, log: Path, env=None) -> dict:
-    head = f"\n=== {name}: {' '.join(cmd)}  (limit {timeout:.0f} s)\n"
-    print(head, end="", flush=True)
-    t0 = time.time()
-    try:
-        with open(log, "a") as fh:
-            fh.write(head)
-            fh.flush()
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, env=env)
-            for line in proc.stdout:      # tee: the log file and the console
-                fh.write(line)
-                sys.stdout.write(line)
-            rc = proc.wait(timeout=max(1.0, timeout - (time.time() - t0)))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        rc = 124
-        _loud(f"{name} ran past its {timeout:.0f} s limit and was stopped")
-    return {"step": name, "cmd": cmd, "rc": rc, "wall_s": round(time.time() - t0, 1),
-            "log": str(log)}
-
-
-def arguments(command: str, parser) -> None:
-    parser.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
-    parser.add_argument("--concrete-data", default=None, help="path of the concrete data")
-    parser.add_argument("--no-bench", action="store_true", help="run the GPU claims only")
-    parser.add_argument("--budget-s", type=float, default=3600.0,
-                        help="wall-clock budget for all steps (default 3600 s)")
-
-
-def _preflight(out: Path) -> str | None:
-    """The CUDA card's name, or None after saying loudly why nothing can run: a GPU run on a
-    machine without a GPU must not look like a pass."""
-    try:
-        import torch
-    except ImportError as exc:
-        _loud(f"gpu-run: torch is not importable ({exc}); install the suite first")
-        return None
-    if not torch.cuda.is_available():
-        from support.machine.devices import absent_reason
-        _loud("gpu-run: NO CUDA DEVICE. " + absent_reason("cuda") +
-              ".\nThis command runs the GPU tier and must run on a machine with a CUDA GPU; "
-              "nothing was run.")
-        (out / "summary.json").write_text(json.dumps(
-            {"ok": False, "error": "no CUDA device: " + absent_reason("cuda")}, indent=2))
-        return None
-    return torch.cuda.get_device_name(0)
-
-
-def _pytest(data: str | None) -> tuple[list[str], dict]:
-    """The pytest command every step extends, and its environment."""
-    # -c pins the ini (and so the rootdir and the plugins) whatever the other paths are;
-    # option values are joined with "=" so pytest never mistakes them for test paths
-    common = [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "claims", "-q",
-              "--timeout=300"] + ([f"--concrete-data={data}"] if data else [])
+def child_env() -> dict:
+    """The environment of every child: deterministic cuBLAS (RNG-08), JAX taking the card's
+    memory as it needs it rather than 75 % of it the first time it is touched (torch's claims
+    need the rest), output unbuffered (the log shows a step as it runs)."""
     env = dict(os.environ)
-    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # deterministic cuBLAS (RNG-08)
-    # JAX would otherwise take 75% of the card's memory the first time it is touched,
-    # leaving torch's claims the rest
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    return common, env
+    return env
 
 
-def _bench_step(dev: str, name: str, out: Path, scratch: Path, common: list[str], env: dict,
-                budget: float, logs: Path) -> dict:
-    """The bench tier on one device, into one benchmark JSON named by machine and versions."""
-    if budget < 30:
-        return {"step": f"bench-{dev}", "rc": 124, "skipped": "no time left in the budget"}
-    path = out / f"{label(name)}_{dev}.json"
-    extra = ["--require-device", "cuda"] if dev == "cuda" else []
-    st = _step(f"bench-{dev}", common + ["--tier", "bench", "--only-device", dev,
-                                         f"--benchmark-json={path}", "--benchmark-group-by",
-                                         "group", f"--claims-report={scratch / f'bench-{dev}'}"]
-               + extra, budget, logs, env)
-    st["benchmark_json"] = str(path) if path.exists() else None
-    bench_claims = scratch / f"bench-{dev}" / "claims.json"
-    if bench_claims.exists():   # which claims the benchmarks informed (no verdicts)
-        report = json.loads(bench_claims.read_text())
-        st["benchmarked_claims"] = sorted(
-            c["id"] for c in report.get("claims", [])
-            if any(v.get("verdict") == "benchmark" for v in c.get("variants", [])))
+# --------------------------------------------------------------------------- one child
+def _tee(stream, fh) -> None:
+    """Copy a child's output to the log and the console as it comes, in whatever pieces it
+    comes (a line without its newline too)."""
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while True:
+        chunk = stream.read1(65536)
+        if not chunk:
+            break
+        text = decode.decode(chunk)
+        fh.write(text)
+        fh.flush()
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _signal_group(proc, sig) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass   # the group is gone already
+
+
+def _wait(proc, limit: float, grace: float) -> str:
+    """Wait for ``proc`` until ``limit`` seconds; then SIGINT its group, and SIGKILL it
+    ``grace`` seconds later. Returns how it was stopped ("" if it ended by itself)."""
+    soft = max(limit - grace, 0.0)
+    try:
+        proc.wait(timeout=soft)
+        return ""
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc, signal.SIGINT)
+    try:
+        proc.wait(timeout=limit - soft)
+        return f"interrupted (SIGINT) {limit - soft:.0f} s before its {limit:.0f} s deadline"
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+        return f"killed (SIGKILL) at its {limit:.0f} s deadline, {grace:.0f} s after SIGINT"
+
+
+def run_step(name: str, cmd: list[str], limit: float, log: Path, env=None,
+             grace: float | None = None) -> dict:
+    """Run one child in a process group of its own, its output copied to ``log`` and the
+    console, and stop the whole group at ``limit`` seconds (see :func:`_wait`). Any process
+    of the group still alive when the child ends is killed too."""
+    grace = min(GRACE_S, limit / 3) if grace is None else grace
+    head = f"\n=== {name}: {' '.join(cmd)}  (limit {limit:.0f} s)\n"
+    print(head, end="", flush=True)
+    t0 = time.monotonic()
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(head)
+        fh.flush()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        tee = threading.Thread(target=_tee, args=(proc.stdout, fh), daemon=True)
+        tee.start()
+        try:
+            stopped = _wait(proc, limit, grace)
+        except BaseException:        # Ctrl-C or a crash here: leave nothing running
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+            raise
+        finally:
+            _signal_group(proc, signal.SIGKILL)   # what the child left behind
+            tee.join(timeout=5.0)
+    st = {"step": name, "cmd": cmd, "limit_s": round(limit, 1),
+          "rc": STOPPED if stopped else proc.returncode,
+          "wall_s": round(time.monotonic() - t0, 1)}
+    if stopped:
+        st["stopped"] = stopped
+        _loud(f"{name} {stopped}")
     return st
 
 
-def _finish(summary: dict, out: Path, start: float) -> int:
+# --------------------------------------------------------------------------- preflight
+_PROBE = """
+import json
+from support.machine import devices
+ok = devices.available("cuda")
+print(json.dumps({"cuda": ok, "fingerprint": devices.fingerprint("cuda") if ok else None,
+                  "reason": "" if ok else devices.absent_reason("cuda")}, default=str))
+"""
+
+
+def _preflight(out: Path) -> dict | None:
+    """The CUDA device's fingerprint, asked of a child process; or None after saying loudly
+    why nothing can run (a GPU run on a machine without a GPU must not look like a pass)."""
+    def refuse(why: str) -> None:
+        _loud("gpu-run: NO CUDA DEVICE. " + why + ".\nThis command runs the GPU tier and must "
+              "run on a machine with a CUDA GPU; nothing was run.")
+        _write_json(out / "summary.json", {"ok": False, "complete": True,
+                                           "error": "no CUDA device: " + why, "steps": []})
+
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=child_env(),
+                               capture_output=True, text=True, timeout=PREFLIGHT_S)
+    except subprocess.TimeoutExpired:
+        refuse(f"the device probe did not answer within {PREFLIGHT_S:.0f} s")
+        return None
+    try:
+        found = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        refuse(f"the device probe failed (exit {probe.returncode}): "
+               + (probe.stderr.strip().splitlines() or ["no output"])[-1])
+        return None
+    if not found.get("cuda"):
+        refuse(found.get("reason") or "torch sees no CUDA device")
+        return None
+    return found["fingerprint"]
+
+
+# --------------------------------------------------------------------------- commands
+def _common(data: str | None, limit: float) -> list[str]:
+    """The pytest command every step extends."""
+    # -c pins the ini (and so the rootdir and the plugins) whatever the other paths are;
+    # option values are joined with "=" so pytest never mistakes them for test paths
+    cmd = PYTEST + ["-c", str(ROOT / "pyproject.toml"), "claims", "-q"]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        cmd.append(f"--timeout={int(max(1, min(TEST_TIMEOUT_S, limit)))}")
+    return cmd + ([f"--concrete-data={data}"] if data else [])
+
+
+def command(step: Step, data: str | None, limit: float, report: Path,
+            bench_json: Path | None = None) -> list[str]:
+    """The pytest command of one step."""
+    cmd = _common(data, limit)
+    if step.bench:
+        cmd += ["--tier", "bench", "--only-device", step.device,
+                f"--benchmark-json={bench_json}", "--benchmark-group-by=group"]
+        if step.device == "cuda":
+            cmd += ["--require-device", "cuda"]
+    else:
+        cmd += ["--tier", "gpu", "--require-device", "cuda"]
+        if step.claims:
+            cmd += [f"--claim={c}" for c in step.claims]
+        else:
+            earlier = [c for s in CLAIM_STEPS for c in s.claims]
+            cmd += ["-k", "not (" + " or ".join(earlier) + ")"]
+    return cmd + [f"--claims-report={report}"]
+
+
+# --------------------------------------------------------------------------- reports
+def merge_reports(reports: list[dict]) -> dict:
+    """The claims steps' reports as one: each claim from the step that ran it (a claim no
+    step ran keeps its not-run entry), the counts recomputed, the lists joined."""
+    from support.spec import verdicts
+    merged = json.loads(json.dumps(reports[0]))
+    index = {c["id"]: i for i, c in enumerate(merged["claims"])}
+    for rep in reports[1:]:
+        for c in rep.get("claims", []):
+            i = index.get(c["id"])
+            if i is None:
+                index[c["id"]] = len(merged["claims"])
+                merged["claims"].append(c)
+            elif merged["claims"][i]["verdict"] == "not-run" and c["verdict"] != "not-run":
+                merged["claims"][i] = c
+        for key in ("unexpected", "stale_expectations"):
+            merged[key] = list(dict.fromkeys(merged.get(key, []) + rep.get(key, [])))
+        merged["elapsed_s"] = round(merged.get("elapsed_s", 0) + rep.get("elapsed_s", 0), 1)
+    summary = {v: 0 for v in verdicts.ORDER}
+    for c in merged["claims"]:
+        summary[c["verdict"]] = summary.get(c["verdict"], 0) + 1
+    merged["summary"] = summary
+    merged["expected_verdicts"] = sum(1 for c in merged["claims"] if c.get("expected")
+                                      and c["verdict"] == c["expected"]["verdict"])
+    return merged
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)      # a reader never sees half a file
+
+
+def _step_of(claim: dict) -> str:
+    """The claims step that runs a claim's GPU tests (a claim of the registry's gpu tier that no
+    earlier step names is the last one's)."""
+    for s in CLAIM_STEPS:
+        if claim["id"] in s.claims or (not s.claims and claim.get("tier") == "gpu"):
+            return s.name
+    return ""
+
+
+def mark_not_reached(merged: dict, stopped: dict[str, str]) -> None:
+    """A claim its step did not reach before that step was stopped says so, rather than
+    "not selected": ``stopped`` maps a step's name to how it was stopped or skipped."""
+    for c in merged["claims"]:
+        why = stopped.get(_step_of(c))
+        if c["verdict"] == "not-run" and why:
+            c["reason"] = f"not reached: the GPU run's step {_step_of(c)} {why}"
+
+
+def _write_claims(reports: list[dict], out: Path, stopped: dict[str, str]) -> list[Path]:
+    from support.reports import report
+    merged = merge_reports(reports)
+    mark_not_reached(merged, stopped)
+    _write_json(out / "claims.json", merged)
+    (out / "claims.md").write_text(report.markdown(merged), encoding="utf-8")
+    return [out / "claims.json", out / "claims.md"]
+
+
+def _ran(report: dict) -> dict:
+    """A step's verdict counts, of the claims it ran."""
+    counts: dict[str, int] = {}
+    for c in report.get("claims", []):
+        if c["verdict"] not in ("not-run", "pending", "not-testable"):
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    return counts
+
+
+# --------------------------------------------------------------------------- the run
+def arguments(command: str, parser) -> None:
+    parser.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
+    parser.add_argument("--concrete-data", default=None,
+                        help="the concrete data (.csv or .xls, or a folder holding one)")
+    parser.add_argument("--no-bench", action="store_true", help="run the GPU claims only")
+    parser.add_argument("--budget-s", type=float, default=BUDGET_S,
+                        help=f"wall-clock budget for all steps (default {BUDGET_S:.0f} s: a "
+                             "fifteen-minute window less the machine's start-up)")
+
+
+def run(command: str, args) -> int:
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    logs = out / "gpu_run.log"
+    logs.write_text("")
+    with tempfile.TemporaryDirectory(prefix="gpu_run_") as scratch:
+        return run_in(Path(scratch), out, logs, args)
+
+
+def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
+    start = time.monotonic()
+    budget = float(args.budget_s)
+
+    def left() -> float:
+        return budget - (time.monotonic() - start)
+
+    gpu = _preflight(out)
+    if gpu is None:
+        return 2
+    data = _find_data(args.concrete_data)
+    steps = plan(args.no_bench)
+    summary: dict = {
+        "ok": False, "complete": False, "budget_s": budget, "out": str(out),
+        "concrete_data": data, "device": gpu,
+        "plan": [{"step": s.name, "what": s.what, "most_s": round(s.share * budget, 1)}
+                 for s in steps],
+        "steps": [], "files": [str(logs), str(out / "summary.json")]}
+    if data is None:
+        print("NOTE: concrete data not found; claims training on it will be skipped",
+              flush=True)
+    _write_json(out / "summary.json", summary)
+    reports: list[dict] = []
+    stopped: dict[str, str] = {}     # claims steps stopped or skipped, and how
+    try:
+        for step in steps:
+            # its share, but never less than a step needs to start at all, of what is left
+            limit = min(max(step.share * budget, MIN_STEP_S), left())
+            if limit < MIN_STEP_S:
+                why = f"no time left in the {budget:.0f} s budget ({max(left(), 0):.0f} s)"
+                summary["steps"].append({"step": step.name, "rc": STOPPED, "skipped": why})
+                if not step.bench:
+                    stopped[step.name] = f"was skipped: {why}"
+                    if reports:
+                        _write_claims(reports, out, stopped)
+                _write_json(out / "summary.json", summary)
+                continue
+            report_dir = scratch / step.name
+            bench_json = out / f"{label(gpu.get('name') or 'gpu')}_{step.device}.json" \
+                if step.bench else None
+            st = run_step(step.name, command(step, data, limit, report_dir, bench_json),
+                          limit, logs, child_env())
+            st["what"] = step.what
+            if st.get("stopped") and not step.bench:
+                stopped[step.name] = f"was {st['stopped']}"
+            rep = report_dir / "claims.json"
+            if rep.exists():
+                data_rep = json.loads(rep.read_text(encoding="utf-8"))
+                st["verdicts"] = _ran(data_rep)
+                if step.bench:
+                    st["benchmarked_claims"] = sorted(
+                        c["id"] for c in data_rep.get("claims", [])
+                        if any(v.get("verdict") == "benchmark" for v in c.get("variants", [])))
+                else:
+                    reports.append(data_rep)
+                st["report"] = "kept"
+            else:
+                st["report"] = "none: the step ended before pytest wrote it"
+            if not step.bench and reports:
+                for p in _write_claims(reports, out, stopped):
+                    if str(p) not in summary["files"]:
+                        summary["files"].append(str(p))
+            if bench_json is not None:
+                st["benchmark_json"] = str(bench_json) if bench_json.exists() else None
+                if bench_json.exists() and str(bench_json) not in summary["files"]:
+                    summary["files"].append(str(bench_json))
+            summary["steps"].append(st)
+            _write_json(out / "summary.json", summary)
+    except KeyboardInterrupt:
+        summary["steps"].append({"step": "interrupted", "rc": 130,
+                                 "stopped": "interrupted from the keyboard"})
+        return _finish(summary, out, start, complete=False)
+    return _finish(summary, out, start, complete=True)
+
+
+def _finish(summary: dict, out: Path, start: float, complete: bool) -> int:
     rcs = [s["rc"] for s in summary["steps"]]
-    summary["ok"] = all(rc == 0 for rc in rcs)
-    summary["wall_s"] = round(time.time() - start, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    summary["complete"] = complete
+    summary["ok"] = complete and all(rc == 0 for rc in rcs)
+    summary["wall_s"] = round(time.monotonic() - start, 1)
+    _write_json(out / "summary.json", summary)
     print(f"\ngpu-run: {'OK' if summary['ok'] else 'FAILED'} in {summary['wall_s']} s; "
           f"report in {out}", flush=True)
     if not summary["ok"]:
         _loud("gpu-run FAILED: " + ", ".join(f"{s['step']} rc={s['rc']}"
                                              for s in summary["steps"] if s["rc"]))
     return next((rc for rc in rcs if rc), 0)
-
-
-def run(command: str, args) -> int:
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    # a flat folder of few files, easy to copy into claims/history/: claims.md,
-    # claims.json, one benchmark JSON per device, summary.json and one log
-    logs = out / "gpu_run.log"
-    logs.write_text("")
-    with tempfile.TemporaryDirectory(prefix="gpu_run_") as scratch:
-        return _run_in(Path(scratch), out, logs, args)
-
-
-def _run_in(scratch: Path, out: Path, logs: Path, args) -> int:
-    start = time.time()
-    gpu_name = _preflight(out)
-    if gpu_name is None:
-        return 2
-    from support.machine import devices
-    data = _find_data(args.concrete_data)
-    summary: dict = {"ok": False, "out": str(out), "concrete_data": data,
-                     "devices": {d: devices.fingerprint(d) for d in devices.present()},
-                     "steps": []}
-    if data is None:
-        print("NOTE: concrete data not found; claims training on it will be skipped",
-              flush=True)
-    common, env = _pytest(data)
-
-    def left() -> float:
-        return args.budget_s - (time.time() - start)
-
-    # the GPU tier of the claims, then the benchmarks, one JSON file per device
-    summary["steps"].append(_step(
-        "claims-gpu", common + ["--tier", "gpu", "--require-device", "cuda",
-                                f"--claims-report={scratch / 'claims'}"],
-        min(300.0, left() * (0.5 if not args.no_bench else 1.0)), logs, env))
-    for f in ("claims.md", "claims.json"):
-        if (scratch / "claims" / f).exists():
-            shutil.copy(scratch / "claims" / f, out / f)
-    if not args.no_bench:
-        for dev, name in (("cuda", gpu_name), ("cpu", "cpu")):
-            budget = left() if dev == "cpu" else left() * 0.5
-            summary["steps"].append(_bench_step(dev, name, out, scratch, common, env, budget,
-                                                logs))
-    return _finish(summary, out, start)
