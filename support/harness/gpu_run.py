@@ -1,6 +1,6 @@
 """Run the GPU tier and the benchmarks on a GPU machine, and collect everything in one folder.
 
-    python -m support gpu-run --out DIR --concrete-data PATH [--no-bench] [--budget-s 540]
+    python -m support gpu-run --out DIR [--concrete-data PATH] [--no-bench] [--budget-s 540]
 
 What it needs: a CUDA machine with this checkout, Python >= 3.10, torch with CUDA, jax, optax,
 numpy, scikit-learn, pytest, pytest-benchmark and hypothesis (``pip install -e '.[test]'``,
@@ -10,9 +10,10 @@ use the last five are outside the GPU tier, and a per-test limit is set only whe
 pytest-timeout is installed. JAX may be the CPU build (the JAX GPU variants are then skipped
 with the reason) or a CUDA build. No network is used. The concrete data is a ``.csv`` or
 ``.xls`` of the full-precision table, or a folder holding one (a ``.csv`` needs no xlrd),
-found through ``--concrete-data``, the ``CONCRETE_DATA`` variable, or the user cache that
-``python -m support fetch-data`` fills; without it the claims that train on it (DEV-08/14/15
-and the real-model benchmark) are skipped and the summary says so.
+found through ``--concrete-data``, the ``CONCRETE_DATA`` variable, the user cache that
+``python -m support fetch-data`` fills, or else the copy that ships with the suite
+(``support/resources/Concrete_Data.csv``); only without any of them are the claims that train
+on it (DEV-08/14/15 and the real-model benchmark) skipped, and the summary says so.
 
 The run is made for a machine borrowed for about fifteen minutes, once. It stays under
 ``--budget-s`` (540 s by default: what a fifteen-minute window leaves after the machine's
@@ -158,9 +159,13 @@ def _find_data(given: str | None) -> str | None:
     named = given or os.environ.get("CONCRETE_DATA")
     if named:   # pytest stops with the reason if it holds no valid table
         return named
-    from support.lab.data import ZIP_MEMBER, cache_dir
-    cached = cache_dir() / ZIP_MEMBER
-    return str(cached) if cached.exists() else None
+    import importlib.util
+
+    from support.lab.data import BUNDLED, resolve
+    kind, path = resolve()
+    if path is not None and path.suffix == ".xls" and importlib.util.find_spec("xlrd") is None:
+        path = BUNDLED if BUNDLED.exists() else None       # a cached .xls needs xlrd
+    return str(path) if path is not None else None
 
 
 def label(device_name: str) -> str:
