@@ -383,13 +383,14 @@ def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
     """Check the registry's figure ``name`` against a timing statistic and its interval,
     adding rounds to ``comparisons`` while the figure is undecided and ``budget_s`` seconds
     of extra rounds last. Returns the final estimate (recorded with ``claim.check``)."""
-    t0 = time.perf_counter()
-    est = estimate()
     def extendable():
         return [c for c in comparisons if c.fns and c.rounds < MAX_ROUNDS]
 
-    # the budget is the tuned machine's seconds: a slower machine gets as many rounds
+    # the budget is the tuned machine's seconds: a slower machine gets as many rounds (the
+    # calibration, once per process, is not spent from the budget)
     budget = budget_s * (slowness() if budget_s and extendable() else 1.0)
+    t0 = time.perf_counter()
+    est = estimate()
     while extendable() and not claim.decided(name, est.value, est.interval) \
             and time.perf_counter() - t0 < budget:
         for c in extendable():

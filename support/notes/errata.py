@@ -1,42 +1,65 @@
-"""The errata: every claim the run did not find to hold as printed, in the notes' own terms.
+"""The errata: what to correct in the notes, one entry per sentence, in the lecturer's words.
 
-For each claim whose verdict is fails, drift, partial or inconclusive: the document and line
-of its sentence, its ID, what the notes state, what was measured (rounded to the precision
-the notes print the figure with), the environment of the run and the reason. This is the
-list a lecturer pastes into the next revision of the notes.
+For each sentence that a claim of the run fails or drifts on: its line, the words that are
+wrong (quoted), one plain sentence of what was found, the figure measured (with its interval,
+at a precision that shows the difference from the printed one) and the suggested correction.
+The correction is written once, beside the known verdict (the ``erratum`` of its entry in
+claims/expectations.toml); the full reasons follow the table. The claims the run could not
+decide (partial, inconclusive), and those it skipped that a kept run on another machine did
+run, come after, the kept verdict labelled as that run's.
+
+``patches`` writes the corrections into the notes' own text: the quoted words of the
+located sentence replaced, the line breaks of a wrapped paragraph kept, one unified diff per
+file, for ``patch`` or ``git apply``.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from dataclasses import dataclass, field
 
-from support.machine import fingerprint
+from support.reports.report import plain
 from support.spec import tolerances
+from support.spec.expectations import Erratum, Expectation, erratum_of
 from support.spec.formatting import fmt, md_cell
 
-ERRATA = ("fails", "drift", "partial", "inconclusive")
-_EXP = re.compile(r"[eE]([-+]?\d+)\s*$")
+CORRECT = ("fails", "drift")             # the sentence is to be corrected
+UNDECIDED = ("partial", "inconclusive")  # the run could not say
+ERRATA = CORRECT + UNDECIDED
 
 
-def as_printed(value, stated) -> str:
-    """``value`` written with the precision of the figure ``stated`` ("1.4e-12", "5.5", "2"):
-    the same number of decimals, in the same power of ten. Anything not numeric as it is."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(stated, bool):
-        return fmt(value)
-    if not math.isfinite(value):
-        return str(value)
+# --------------------------------------------------------------------------- figures
+def _decimals(stated) -> int | None:
+    """The decimals the notes print ``stated`` with, or None when it is not a number."""
+    if isinstance(stated, bool):
+        return None
     try:
         half = tolerances.printed_halfwidth(stated)
     except (TypeError, ValueError):
+        return None
+    return -round(math.log10(2 * half))
+
+
+def shown(value, stated=None, digits: int = 4) -> str:
+    """A measured value at a precision that shows how it differs from the printed figure
+    ``stated``: three significant digits and at least one decimal more than the notes print
+    (3.50 against 4, 419.6 against 478, 0.527 against 0.8); ``digits`` significant digits
+    where nothing is stated (41.33, 30); very small or large values in powers of ten
+    (9.98e-07)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return fmt(value)
-    step = -round(math.log10(2 * half))            # decimals of the printed figure
-    text = stated if isinstance(stated, str) else repr(stated)
-    if _EXP.search(text):                                  # 1.4e-12: the same last decimal place
-        if not value:
-            return "0"
-        digits = math.floor(math.log10(abs(value))) + step
-        return f"{value:.{digits}e}" if digits >= 0 else f"{value:.1g}"
-    return f"{value:.{max(0, step)}f}"
+    if not math.isfinite(value) or isinstance(value, int):
+        return str(value)
+    if value == 0:
+        return "0"
+    if abs(value) < 1e-3 or abs(value) >= 1e6:
+        return f"{value:.2e}"
+    printed = _decimals(stated) if stated is not None else None
+    if printed is None:
+        return f"{value:.{digits}g}"
+    magnitude = math.floor(math.log10(abs(value)))
+    return f"{value:.{max(0, 2 - magnitude, printed + 1)}f}"
 
 
 def _tol_text(m: dict) -> str:
@@ -53,73 +76,328 @@ def stated_rows(claim: dict) -> list[dict]:
                 continue
             outcome = m.get("outcome") or {True: "within", False: "outside"}.get(m.get("within"), "")
             rows.append({"variant": v.get("variant") or "", "name": name,
-                         "stated": m["stated"], "measured": as_printed(m.get("value"), m["stated"]),
+                         "stated": m["stated"], "measured": shown(m.get("value"), m["stated"]),
                          "unit": m.get("unit", ""), "tolerance": _tol_text(m),
                          "outcome": outcome})
     return rows
 
 
+def _label(name: str, unit: str) -> str:
+    """A figure's name for people: an identifier's underscores as spaces, its unit not
+    repeated ("held_by_graph_MB" in MB: "held by graph")."""
+    if " " in name:
+        return name
+    words = name.split("_")
+    if unit and len(words) > 1 and words[-1] == unit:
+        words.pop()
+    return " ".join(words)
+
+
+def figure_text(name: str, m: dict, digits: int = 4) -> str:
+    """"orders worse than autodiff 3.50 (notes: 4)", with the interval where there is one."""
+    stated = m.get("stated")
+    value = shown(m.get("value"), stated, digits)
+    unit = m.get("unit") or ""
+    iv = m.get("interval")
+    if isinstance(iv, (list, tuple)) and len(iv) == 2:
+        value += " [" + ", ".join(shown(x, stated, digits) for x in iv) + "]"
+    said = ""
+    if stated is not None:
+        whose = "reference" if str(m.get("rule", "")).startswith("reference") else "notes"
+        said = f" ({whose}: {fmt(stated)})"
+    return f"{_label(name, unit)} {value}{' ' + unit if unit else ''}{said}"
+
+
+def _off(m: dict) -> bool:
+    return isinstance(m, dict) and (m.get("outcome") in ("outside", "broken", "undecided")
+                                    or m.get("within") is False)
+
+
 def measured_text(claim: dict, only_outside: bool = True) -> str:
-    """What was measured, as the notes would print it (the figures outside their tolerance
-    first; every stated figure if none is; the raw measurement if nothing was stated)."""
-    rows = stated_rows(claim)
-    out = [r for r in rows if r["outcome"] in ("outside", "broken", "undecided")]
-    rows = out if (out and only_outside) else rows
+    """What was measured, for people: the figures outside their tolerance (every stated
+    figure where none is, or ``only_outside`` is False), else the raw measurement."""
+    rows = [(v.get("variant") or "", n, m) for v in claim.get("variants", [])
+            for n, m in (v.get("figures") or {}).items()
+            if isinstance(m, dict) and m.get("stated") is not None]
+    off = [r for r in rows if _off(r[2])]
+    rows = off if (off and only_outside) else rows
     if not rows:
         return fmt(claim.get("measured"))
-    return "; ".join(f"{r['variant'] + ': ' if r['variant'] else ''}{r['name']} = "
-                     f"{r['measured']}{(' ' + r['unit']) if r['unit'] else ''} "
-                     f"(notes: {fmt(r['stated'])})" for r in rows)
+    return "; ".join(f"{var + ': ' if var else ''}{figure_text(n, m)}" for var, n, m in rows)
 
 
-def _short(text: str, limit: int = 400) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+# --------------------------------------------------------------------------- corrections
+@dataclass
+class Correction:
+    """One claim's correction (or the lack of one) of one sentence."""
+
+    claim: dict
+    verdict: str
+    variants: list[dict]
+    known: list[Expectation]         # the entries its variants' verdicts are known by
+    erratum: Erratum | None
+    document: str = ""
+    sentence: int | None = None      # the sentence holding the quoted words (or the claim's)
+    span: tuple[int, int] | None = None   # the quoted words' offsets in the file's text
+    line: int | None = None
+    problem: str = ""                # why it cannot be applied to the text
+
+    @property
+    def id(self) -> str:
+        return self.claim["id"]
+
+    def figures(self) -> str:
+        """The measured figures the correction rests on, at a precision that tells apart
+        the values shown together (16.704 against 16.698)."""
+        names = list(self.erratum.show if self.erratum and self.erratum.show else
+                     [n for e in self.known for n in e.measurements])
+        picked = []
+        for v in self.variants:
+            figs = v.get("figures") or {}
+            picked += [(n, figs[n]) for n in names or [n for n, m in figs.items() if _off(m)]
+                       if isinstance(figs.get(n), dict)]
+        values = {m.get("value") for _, m in picked if isinstance(m.get("value"), float)}
+        for digits in range(4, 8):
+            if len({shown(x, None, digits) for x in values}) == len(values):
+                break
+        return "; ".join(dict.fromkeys(figure_text(n, m, digits) for n, m in picked))
+
+    def why(self) -> str:
+        if self.known:
+            return " ".join(dict.fromkeys(e.reason for e in self.known))
+        return "; ".join(dict.fromkeys(
+            f"{v.get('variant') + ': ' if v.get('variant') else ''}{plain(v.get('reason', ''))}"
+            for v in self.variants if v.get("reason")))
+
+
+def _quote_re(quote: str) -> re.Pattern:
+    return re.compile(r"\s+".join(re.escape(w) for w in quote.split()))
+
+
+def find_quote(notes, loc, source: str, quote: str) -> tuple[int, tuple[int, int]] | None:
+    """(sentence index, offsets) of ``quote`` in the claim's sentence, else in the nearest
+    sentence on the lines its catalogue reference names (a figure's caption, a table cell)."""
+    from support.notes.locate import recorded_lines
+    if loc is None or loc.sentence is None:
+        return None
+    home = notes.sentences[loc.sentence]
+    near = sorted(notes.touching(set(recorded_lines(source, loc.document))),
+                  key=lambda i: (abs(notes.sentences[i].first - home.first), i))
+    rx = _quote_re(quote)
+    for i in dict.fromkeys([loc.sentence, *near]):
+        s = notes.sentences[i]
+        m = rx.search(notes.text, s.start, s.end)
+        if m:
+            return i, (m.start(), m.end())
+    return None
+
+
+def corrections(report: dict, docs: dict, locations: dict,
+                expectations: list[Expectation]) -> list[Correction]:
+    """Every fails and drift of ``report``, with its correction located in the notes
+    ``docs`` ({document: Notes}; ``locations``: {id: Location})."""
+    versions = dict((report.get("environment") or {}).get("versions") or {},
+                    python=(report.get("environment") or {}).get("python"))
+    out = []
+    for c in report.get("claims", []):
+        if c.get("verdict") not in CORRECT:
+            continue
+        failing = [v for v in c.get("variants", []) if v.get("verdict") in CORRECT] or \
+            [{"variant": "", "verdict": c["verdict"], "reason": c.get("reason", ""), "figures": {}}]
+        found: dict = {}
+        for v in failing:
+            decisive = tuple(n for n, m in (v.get("figures") or {}).items() if _off(m))
+            known, err = erratum_of(expectations, c["id"], v["verdict"], v.get("variant") or "",
+                                    versions, v.get("reason", ""), decisive)
+            key = err or (known.label() if known else None)
+            if key not in found:
+                found[key] = Correction(c, v["verdict"], [], [], err)
+            found[key].variants.append(v)
+            if known and known not in found[key].known:
+                found[key].known.append(known)
+        for corr in found.values():
+            _place(corr, docs, locations)
+            out.append(corr)
+    return out
+
+
+def _place(corr: Correction, docs: dict, locations: dict) -> None:
+    loc = locations.get(corr.id)
+    corr.document = corr.claim.get("document", "")
+    notes = docs.get(corr.document)
+    if loc is None or notes is None or loc.sentence is None:
+        corr.problem = f"its sentence is not in the notes given ({loc.status if loc else 'not located'})"
+        return
+    corr.sentence, corr.line = loc.sentence, loc.line
+    if corr.erratum is None:
+        corr.problem = "no correction is written for this verdict (claims/expectations.toml)"
+        return
+    hit = find_quote(notes, loc, corr.claim.get("source", ""), corr.erratum.quote)
+    if hit is None:
+        corr.problem = (f"the words \"{corr.erratum.quote}\" are not in its sentence any more "
+                        "(corrected already, or edited): correct it by hand")
+        return
+    corr.sentence, corr.span = hit
+    corr.line = notes.sentences[hit[0]].line
+
+
+# --------------------------------------------------------------------------- the patch
+def _rewrapped(matched: str, correction: str) -> str:
+    """``correction`` with the line breaks ``matched`` had, at the same word gaps (the
+    paragraph's own wrapping kept; a break past the correction's last gap goes there)."""
+    gaps = re.findall(r"\s+", matched)
+    words = correction.split()
+    if not any("\n" in g for g in gaps) or len(words) < 2:
+        return correction
+    seps = [" "] * (len(words) - 1)
+    for i, g in enumerate(gaps):
+        if "\n" in g:
+            seps[min(i, len(seps) - 1)] = g
+    return words[0] + "".join(s + w for s, w in zip(seps, words[1:]))
+
+
+def corrected_text(text: str, corrs: list[Correction]) -> tuple[str, list[str]]:
+    """The file's text with every applicable correction made, and what could not be."""
+    todo = sorted((c for c in corrs if c.span), key=lambda c: c.span[0])
+    problems, keep, end = [], [], -1
+    for c in todo:
+        if c.span[0] < end:
+            problems.append(f"{c.id}: its quoted words overlap another correction's")
+            continue
+        keep.append(c)
+        end = c.span[1]
+    for c in reversed(keep):
+        a, b = c.span
+        text = text[:a] + _rewrapped(text[a:b], c.erratum.correction) + text[b:]
+    return text, problems
+
+
+def unified_diff(old: str, new: str, name: str) -> str:
+    """A unified diff of one file (``a/NAME`` -> ``b/NAME``), a missing final newline
+    marked as ``patch`` and ``git apply`` expect it."""
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    out = []
+    for line in difflib.unified_diff(a, b, f"a/{name}", f"b/{name}", n=3):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def patches(corrs: list[Correction], docs: dict) -> dict[str, tuple[str, list[str]]]:
+    """{document: (unified diff of its file, problems)} for the documents with corrections."""
+    out = {}
+    for doc, notes in docs.items():
+        mine = [c for c in corrs if c.document == doc]
+        new, problems = corrected_text(notes.text, mine)
+        name = notes.path.name if notes.path else f"{doc}.txt"
+        out[doc] = (unified_diff(notes.text, new, name), problems)
+    return out
+
+
+# --------------------------------------------------------------------------- the page
+@dataclass
+class Entry:
+    """One sentence of the notes and the corrections of the claims on it."""
+
+    document: str
+    line: int | None
+    corrections: list[Correction] = field(default_factory=list)
+
+
+def entries(corrs: list[Correction]) -> list[Entry]:
+    """The corrections grouped by sentence, by document and line."""
+    by: dict = {}
+    for c in corrs:
+        key = (c.document, c.sentence if c.sentence is not None else c.id)
+        by.setdefault(key, Entry(c.document, c.line)).corrections.append(c)
+    return sorted(by.values(), key=lambda e: (e.document != "lecture", e.document,
+                                              e.line or 10 ** 9, e.corrections[0].id))
 
 
 def environment_text(env: dict) -> str:
     v = env.get("versions", {})
-    devs = ", ".join(sorted({d.get("name", d.get("type", "")) for d in env.get("devices", [])}))
-    keys = ("torch", "jax", "optax", "numpy", "scikit-learn")
-    return (f"{fingerprint.label(env)}: Python {env.get('python', '?')}, "
-            + ", ".join(f"{k} {v[k]}" for k in keys if k in v)
-            + (f"; {devs}" if devs else "") + f"; suite {str(env.get('suite_commit') or '?')[:10]}")
+    names = {"torch": "torch", "jax": "JAX", "optax": "optax", "numpy": "NumPy",
+             "scikit-learn": "scikit-learn"}
+    acc = sorted({d.get("name") or d.get("device", "") for d in env.get("devices", [])
+                  if d.get("type") not in ("cpu", "error", None)})
+    return (", ".join(f"{names[k]} {v[k]}" for k in names if k in v)
+            + f" on Python {env.get('python', '?')} ({env.get('cpu') or 'CPU'}; "
+            + (", ".join(acc) if acc else "no accelerator")
+            + f"), suite {str(env.get('suite_commit') or '?')[:10]}")
 
 
-def entries(report: dict, locations: dict) -> list[dict]:
-    """The errata entries, by document and line. ``locations``: {id: notes.Location}."""
-    out = []
-    for c in report.get("claims", []):
-        if c.get("verdict") not in ERRATA:
-            continue
-        loc = locations.get(c["id"])
-        line = loc.line if loc is not None and loc.line is not None else None
-        out.append({"document": c.get("document", ""), "line": line,
-                    "where": f"line {line}" if line else f"{c.get('source', '')} (not located)",
-                    "id": c["id"], "verdict": c["verdict"], "stated": c.get("stated") or "",
-                    "paraphrase": c.get("paraphrase", ""),
-                    "measured": measured_text(c), "reason": _short(c.get("reason", ""))})
-    return sorted(out, key=lambda e: (e["document"] != "lecture", e["document"],
-                                      e["line"] or 10 ** 9, e["id"]))
+def _cells(e: Entry) -> list[str]:
+    def each(fn):
+        parts = [fn(c) for c in e.corrections]
+        return "<br>".join(p for p in parts if p) or "-"
+
+    def said(c):
+        return f"“{c.erratum.quote}”" if c.erratum else f"(the claim: {c.claim.get('paraphrase', '')})"
+
+    def should(c):
+        if c.erratum is None:
+            return "none written yet: a verdict not known to claims/expectations.toml"
+        return f"“{c.erratum.correction}”" + (f" ({c.problem})" if c.problem else "")
+
+    def found(c):
+        return c.erratum.finding if c.erratum else "An unexpected " + c.verdict + "; see below."
+
+    ids = "<br>".join(f"{c.id} {c.verdict}" for c in e.corrections)
+    return [str(e.line) if e.line else "not located", ids, each(said), each(should),
+            each(found), each(Correction.figures)]
 
 
-def markdown(report: dict, locations: dict, files: dict | None = None) -> str:
+def markdown(report: dict, corrs: list[Correction], files: dict | None = None,
+             kept: dict | None = None, locations: dict | None = None,
+             patched: dict | None = None) -> str:
+    """errata.md. ``files``: {document: file name}; ``kept``: {id: kept_runs.Kept};
+    ``patched``: {document: patch file name} where a patch was written."""
+    files, kept, locations, patched = files or {}, kept or {}, locations or {}, patched or {}
     env = report.get("environment", {})
-    rows = entries(report, locations)
-    counts = {v: sum(1 for e in rows if e["verdict"] == v) for v in ERRATA}
-    lines = ["# Errata: sentences of the notes that the run did not find to hold as printed", "",
-             f"Measured in: {environment_text(env)}.", "",
-             "Counts: " + ", ".join(f"{v} {n}" for v, n in counts.items()) +
-             f" ({len(rows)} entries). Figures are rounded to the precision the notes print.", ""]
-    for doc in dict.fromkeys(e["document"] for e in rows):
-        where = f" (`{files[doc]}`)" if files and doc in files else ""
-        lines += [f"## {doc}{where}", "",
-                  "| line | ID | verdict | the notes state | measured | claim | reason |",
-                  "|---|---|---|---|---|---|---|"]
-        lines += ["| " + " | ".join(md_cell(x) for x in (
-            e["where"], e["id"], e["verdict"], e["stated"] or "-", e["measured"] or "-",
-            e["paraphrase"], e["reason"] or "-")) + " |" for e in rows if e["document"] == doc]
+    rows = entries(corrs)
+    names = ", ".join(f"`{files[d]}`" for d in files) or "the notes"
+    verdict_of = {c.id: c.claim["verdict"] for c in corrs}
+    lines = [f"# Errata: {names}", "",
+             f"Measured with {environment_text(env)}.", "",
+             f"{len(rows)} sentence(s) to correct ({list(verdict_of.values()).count('fails')} "
+             f"claims fail, {list(verdict_of.values()).count('drift')} drift)"
+             + (". " + " ".join(f"`{p}` applies the corrections to `{files.get(d, d)}` "
+                                f"(`patch -p1 < {p}` or `git apply {p}` beside it)."
+                                for d, p in patched.items()) if patched else ".") + "", ""]
+    for doc in dict.fromkeys([*files, *(e.document for e in rows)]):
+        mine = [e for e in rows if e.document == doc]
+        if not mine:
+            continue
+        lines += [f"## {files.get(doc, doc)}", "",
+                  "| line | claim | the notes say | suggested correction | what was found | measured |",
+                  "|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(md_cell(x) for x in _cells(e)) + " |" for e in mine]
+        lines += ["", "Why:", ""]
+        lines += [f"* **{c.id}** (line {c.line or '?'}, {c.verdict}): {md_cell(c.why())}"
+                  for e in mine for c in e.corrections]
         lines.append("")
     if not rows:
-        lines.append("Nothing to correct: no claim fails, drifts, is partial or inconclusive.")
-    return "\n".join(lines) + "\n"
+        lines += ["Nothing to correct: no claim fails or drifts.", ""]
+    lines += undecided(report, kept, locations, files)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def undecided(report: dict, kept: dict, locations: dict, files: dict) -> list[str]:
+    """The claims this run could not decide, and those a kept run decided for it."""
+    rows = [c for c in report.get("claims", [])
+            if c.get("verdict") in UNDECIDED or c["id"] in kept]
+    if not rows:
+        return []
+    out = ["## Not decided in this run", "",
+           "Partial or inconclusive here, or skipped here with a verdict in a run kept from "
+           "another machine (shown as that run's, not as this one's).", "",
+           "| where | claim | here | why | kept run |", "|---|---|---|---|---|"]
+    for c in sorted(rows, key=lambda c: (c.get("document") != "lecture", c["id"])):
+        loc = locations.get(c["id"])
+        where = (f"{files.get(c.get('document'), c.get('document'))} line {loc.line}"
+                 if loc is not None and loc.line else c.get("source", ""))
+        k = kept.get(c["id"])
+        out.append("| " + " | ".join(md_cell(x) for x in (
+            where, c["id"], c["verdict"], plain(c.get("reason", "")) or "-",
+            k.text() if k else "-")) + " |")
+    return out + [""]
+

@@ -315,6 +315,8 @@ def locate(cid: str, document: str, source: str, fp: str, notes: Notes) -> Locat
         loc.sentence = here[0] if here else _nearest(notes, hits, lines)
     else:
         close = [i for i, s in enumerate(notes.sentences) if distance(s.fp, fp) <= SIMILAR_BITS]
+        # edited in place: a like sentence on its recorded lines beats a likelier one elsewhere
+        close = [i for i in close if i in set(notes.touching(set(lines)))] or close
         if close:
             best = min(distance(notes.sentences[i].fp, fp) for i in close)
             loc.status = "changed"

@@ -1,16 +1,19 @@
 """The notes, annotated: each document's own text as one self-contained page, every claim's
-sentence highlighted in its verdict's colour with its ID, plus ``errata.md`` and
-``notes.json``.
+sentence highlighted in its verdict's colour with its ID, plus ``errata.md``, ``notes.json``
+and, with ``--patch``, ``<document>.patch``.
 
     python -m support notes reports/claims.json --notes ../shared/notes/lecture-11-notes.txt \\
-        --notes ../shared/notes/frameworks-summary.txt -o reports/notes
+        --notes ../shared/notes/frameworks-summary.txt -o reports/notes --patch
 
 The text is read at build time from the files given (the suite holds none of it); each claim
-is found by its registry fingerprint (support/notes/locate.py). Opening a highlight shows the claim:
-stated vs measured, tolerance, reason, variants, test node ids and the redrawn figure where
-one exists (support/reports/figures.py, when matplotlib is installed). The bar on top counts the
-run's verdicts; "only what does not hold" leaves the highlights of error, fails, drift,
-inconclusive and partial. Claims the file does not hold any more are listed at the end.
+is found by its registry fingerprint (support/notes/locate.py), its mathematics rendered as
+MathML (support/notes/tex.py). Opening a highlight shows the claim: stated vs measured, the
+suggested correction of a known fails or drift, the reason, a kept run's verdict where this
+run could not run it, the redrawn figure where one exists (support/reports/figures.py, when
+matplotlib is installed), and, folded, the variants with their raw test output. The bar on
+top counts the run's verdicts; "only what does not hold" leaves the highlights of error,
+fails, drift, inconclusive and partial. Claims the file does not hold any more are listed at
+the end.
 """
 from __future__ import annotations
 
@@ -20,8 +23,11 @@ import json
 import re
 from pathlib import Path
 
-from support.notes import errata, locate as notes_mod
+from support.notes import errata, locate as notes_mod, tex
+from support.reports import kept as kept_runs
+from support.reports.report import reason_text
 from support.spec import verdicts
+from support.spec.expectations import load_expectations
 from support.spec.formatting import fmt
 
 TITLES = {"lecture": "Lecture 11 notes", "sheet": "Summary sheet"}
@@ -74,15 +80,30 @@ def _variants(c: dict) -> str:
     items = "".join(
         f"<li><b class='v' style='--c:{verdicts.COLOURS.get(v['verdict'], '#999')}'>"
         f"{_e(v['verdict'])}</b> <code>{_e(v.get('test', ''))}</code>"
-        f"{(' - ' + _e(v['reason'])) if v.get('reason') else ''}"
+        f"{('<pre>' + _e(v['reason']) + '</pre>') if v.get('reason') else ''}"
         f"<div class='m'>{_e(fmt(v.get('measured')))}</div></li>" for v in c.get("variants", []))
-    return f"<ul>{items}</ul>" if items else ""
+    if not items:
+        return ""
+    return (f"<details><summary>variants and test output ({len(c.get('variants', []))})"
+            f"</summary><ul>{items}</ul></details>")
 
 
-def detail(c: dict, loc, figs: dict, fig_ids: list[str]) -> str:
+def _correction(corr) -> str:
+    if corr.erratum is None:
+        return (f"<p><b>suggested correction:</b> none written yet ({_e(corr.verdict)} "
+                "not known to claims/expectations.toml)</p>")
+    e = corr.erratum
+    return (f"<p><b>found:</b> {_e(e.finding)}</p><p class='fix'><b>suggested correction:</b> "
+            f"<del>{tex.render(e.quote)}</del> &rarr; <ins>{tex.render(e.correction)}</ins>"
+            f"{(' <span class=m>(' + _e(corr.problem) + ')</span>') if corr.problem else ''}</p>")
+
+
+def detail(c: dict, loc, figs: dict, fig_ids: list[str], corrs: list | None = None,
+           kept=None) -> str:
     v = c.get("verdict") or "not-run"
     where = (f"{loc.status} at line {loc.line}" if loc and loc.line else
              f"{loc.status if loc else 'not located'}: {loc.reason if loc else ''}")
+    reason = reason_text(c)
     parts = [
         f"<div class='detail' id='d-{_e(c['id'])}' data-id='{_e(c['id'])}'>",
         f"<h3>{_e(c['id'])} <b class='v' style='--c:{verdicts.COLOURS.get(v, '#999')}'>{_e(v)}"
@@ -90,10 +111,13 @@ def detail(c: dict, loc, figs: dict, fig_ids: list[str]) -> str:
         f"<p>{_e(c.get('paraphrase', ''))}</p>",
         f"<p class='m'>{_e(c.get('section', ''))} · source {_e(c.get('source', ''))} · "
         f"sentence {_e(where)} · kind {_e(c.get('kind', ''))} · tier {_e(c.get('tier', ''))}</p>",
+        f"<p class='kept'><b>kept run:</b> {_e(kept.text())} (not this run's verdict)</p>"
+        if kept else "",
         f"<p><b>stated:</b> {_e(c.get('stated') or '-')} · <b>measured:</b> "
         f"{_e(errata.measured_text(c, only_outside=False) or '-')}</p>",
+        "".join(_correction(corr) for corr in corrs or []),
         f"<p><b>tolerance:</b> {_e(c.get('tolerance') or '-')}</p>", _stated_table(c),
-        f"<p><b>reason:</b> {_e(c.get('reason') or '-')}</p>" if c.get("reason") else "",
+        f"<p><b>reason:</b> {_e(reason)}</p>" if reason else "",
         _variants(c),
         "<p><b>tests:</b></p><ul>" + "".join(f"<li><code>{_e(t)}</code></li>"
                                             for t in c.get("tests", [])) + "</ul>",
@@ -107,8 +131,12 @@ def detail(c: dict, loc, figs: dict, fig_ids: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------- the page
-def _marks(text: str, sentences: list, marked: dict[int, list[tuple[dict, object]]]) -> str:
-    """The text, escaped, with each claimed sentence wrapped in a highlight and its badges."""
+def _marks(text: str, sentences: list, marked: dict[int, list[tuple[dict, object]]],
+           kept: dict | None = None) -> str:
+    """The text as HTML, with each claimed sentence wrapped in a highlight and its badges
+    (and a kept run's verdict beside a claim this run could not run)."""
+    kept = kept or {}
+    stray = _stray(text)
     out, pos = [], 0
     for i in sorted(marked, key=lambda i: sentences[i].start):
         s, claims = sentences[i], marked[i]
@@ -122,25 +150,48 @@ def _marks(text: str, sentences: list, marked: dict[int, list[tuple[dict, object
             f"data-verdict='{_e(c.get('verdict'))}' data-status='{_e(loc.status)}' "
             f"data-open='{int(c.get('verdict') in verdicts.NOT_HOLDING)}' "
             f"style='--c:{verdicts.COLOURS.get(c.get('verdict'), '#999')}'>{_e(c['id'])}</a>"
+            + (f"<span class='kept-run' data-id='{_e(c['id'])}' title='{_e(kept[c['id']].text())}'"
+               f" style='--c:{verdicts.COLOURS.get(kept[c['id']].verdict, '#999')}'>kept run: "
+               f"{_e(kept[c['id']].verdict)}</span>" if c["id"] in kept else "")
             for c, loc in claims)
-        out.append(_gap(text[pos:s.start]))
+        out.append(_gap(text, pos, s.start, stray))
         out.append(f"<mark class='claim{' changed' if changed else ''}' data-verdict='{worst}' "
                    f"data-open='{int(is_open)}' style='--c:{verdicts.COLOURS.get(worst, '#999')}'>"
-                   f"{_e(text[s.start:s.end])}{badges}</mark>")
+                   f"{_piece(text, s.start, s.end, stray)}{badges}</mark>")
         pos = s.end
-    out.append(_gap(text[pos:]))
+    out.append(_gap(text, pos, len(text), stray))
     return "".join(out)
 
 
 _HEAD = re.compile(r"(?m)^(#{1,6} [^\n]+|[^\s#][^\n]{0,118}#)$")   # Markdown, or "Title#"
+# the anchor mark a web page's headings and captions end with ("Why this matters#"), kept by a
+# copy of its text: not the author's
+_STRAY = re.compile(r"(?m)(?<=[^\s#])#$")
 
 
-def _gap(text: str) -> str:
-    """Text between highlights, escaped, with its headings shown as headings."""
-    return _HEAD.sub(lambda m: f"<span class='h'>{m.group(1)}</span>", _e(text))
+def _stray(text: str) -> set[int]:
+    return {m.start() for m in _STRAY.finditer(text)}
 
 
-def _bar(report: dict, located: int, total: int, statuses: dict) -> str:
+def _piece(text: str, a: int, b: int, stray: set[int]) -> str:
+    """``text[a:b]`` as HTML: escaped, formulas rendered, stray heading marks left out."""
+    cut = sorted(i for i in stray if a <= i < b)
+    raw = "".join(text[x:y] for x, y in zip([a] + [i + 1 for i in cut], cut + [b]))
+    return tex.render(raw)
+
+
+def _gap(text: str, a: int, b: int, stray: set[int]) -> str:
+    """The text between highlights as HTML, its headings shown as headings."""
+    out, pos = [], a
+    for m in _HEAD.finditer(text, a, b):
+        out.append(_piece(text, pos, m.start(), stray))
+        out.append(f"<span class='h'>{_piece(text, m.start(), m.end(), stray)}</span>")
+        pos = m.end()
+    out.append(_piece(text, pos, b, stray))
+    return "".join(out)
+
+
+def _bar(report: dict, located: int, total: int, statuses: dict, name: str) -> str:
     counts = "".join(
         f"<span class='count{' light' if v in LIGHT else ''}' data-verdict='{v}' data-count='{n}' "
         f"style='--c:{verdicts.COLOURS.get(v, '#999')}' title='{_e(verdicts.MEANING.get(v, ''))}'>"
@@ -149,10 +200,13 @@ def _bar(report: dict, located: int, total: int, statuses: dict) -> str:
                            key=lambda kv: verdicts.ORDER.index(kv[0])
                            if kv[0] in verdicts.ORDER else 99) if n)
     st = ", ".join(f"{k} {n}" for k, n in statuses.items() if n)
+    no_math = tex.missing()
     return (f"<div id='bar'><div class='counts'>{counts}</div>"
             "<label><input type='checkbox' id='only-open'> only what does not hold ("
-            f"{', '.join(verdicts.NOT_HOLDING)})</label> <span class='m'>on this page: {located} of "
-            f"{total} claims located ({_e(st)})</span></div>")
+            f"{', '.join(verdicts.NOT_HOLDING)})</label> <span class='m'>{_e(name)}: {located} of "
+            f"{total} claims located ({_e(st)})</span>"
+            + (f" <span class='m' id='no-math'>{_e(no_math)}</span>" if no_math else "")
+            + "</div>")
 
 
 CSS = """
@@ -162,20 +216,24 @@ font:13px system-ui,sans-serif;z-index:2}
 .count,.cid,b.v{display:inline-block;background:var(--c);color:#fff;border-radius:3px;
 padding:0 .4em;margin:0 .2em .2em 0;font:12px system-ui,sans-serif;text-decoration:none}
 .light{color:#222}
+.kept-run{display:inline-block;border:1px dashed var(--c);color:#222;border-radius:3px;
+padding:0 .4em;margin:0 .2em .2em 0;font:11px system-ui,sans-serif}
 #wrap{display:flex}#text{flex:3;white-space:pre-wrap;padding:1em 1.5em;max-width:60em}
 #panel{flex:2;position:sticky;top:4em;align-self:flex-start;max-height:85vh;overflow:auto;
 padding:1em;font:13px system-ui,sans-serif;border-left:1px solid #ddd}
 mark.claim{background:color-mix(in srgb,var(--c) 22%,transparent);border-bottom:2px solid var(--c);
 cursor:pointer}mark.claim.changed{outline:1px dashed var(--c)}
 body.only-open mark.claim[data-open='0']{background:none;border:none}
-body.only-open .cid[data-open='0']{display:none}
-.h{font-weight:bold;font-size:1.15em}#panel code{word-break:break-all}
+body.only-open .cid[data-open='0'],body.only-open .kept-run{display:none}
+.h{font-weight:bold;font-size:1.15em}#panel code,#panel pre{word-break:break-all;white-space:pre-wrap}
+math{font-size:1.05em}math[display='block']{margin:.3em 0}
+.fix del{background:#fdd}.fix ins{background:#dfd;text-decoration:none}
 .m{color:#666;font-size:.9em}table{border-collapse:collapse}td,th{border:1px solid #ddd;
 padding:2px 5px;font-size:12px}#claims .detail{border-top:1px solid #eee;padding:.3em 1em}
 #claims,#unlocated{font:13px system-ui,sans-serif;padding:0 1.5em}figure img{max-width:100%}
 """
 
-JS = """
+JS = r"""
 (function(){
   var errors=[];
   window.addEventListener('error',function(e){errors.push(String(e.message));});
@@ -202,11 +260,23 @@ JS = """
     var ims=document.querySelectorAll('img.figure[src]'),ok=0;
     for(var k=0;k<ims.length;k++){if(ims[k].complete&&ims[k].naturalWidth>0){ok++;}}
     var vl=[];for(var key in vis){vl.push(key+':'+vis[key]);}
+    // what a reader sees of the text: no TeX source, no heading ending in its anchor mark
+    var seen_text=document.getElementById('text').innerText;
+    var raw=seen_text.match(/\\[A-Za-z]+|\\[\[\]()]|\$[^$\s][^$\n]*\$/g)||[];
+    var hs=document.querySelectorAll('#text .h'),stray=0;
+    for(var h=0;h<hs.length;h++){if(/#\s*$/.test(hs[h].innerText)){stray++;}}
+    var ms=document.querySelectorAll('#text math'),drawn=0;
+    for(var q=0;q<ms.length;q++){if(ms[q].getBoundingClientRect().width>0){drawn++;}}
+    var kept=document.querySelectorAll('#text .kept-run'),kl=[];
+    for(var r=0;r<kept.length;r++){kl.push(kept[r].getAttribute('data-id')+':'+kept[r].textContent);}
     var el=document.getElementById('render-check');
     el.setAttribute('data-badges',b.length);el.setAttribute('data-ids',Object.keys(seen).join(','));
     el.setAttribute('data-duplicates',dup.join(','));el.setAttribute('data-visible',vl.join(','));
     el.setAttribute('data-counts',counts.join(','));el.setAttribute('data-figures',ims.length);
     el.setAttribute('data-loaded',ok);el.setAttribute('data-errors',errors.join(' | '));
+    el.setAttribute('data-rawtex',raw.slice(0,5).join(' | '));el.setAttribute('data-math',ms.length);
+    el.setAttribute('data-drawn',drawn);el.setAttribute('data-headings',hs.length);
+    el.setAttribute('data-stray',stray);el.setAttribute('data-kept',kl.join(','));
     el.textContent='render-check done';}
   window.addEventListener('load',check);
 })();
@@ -214,8 +284,11 @@ JS = """
 
 
 def page(doc: str, notes, report: dict, located: dict, figs: dict, fig_of: dict,
-         unlocated: list[tuple[dict, str]]) -> str:
-    """One document's page. ``located``: {id: (claim, Location)} for claims found in it."""
+         unlocated: list[tuple[dict, str]], corrs: dict | None = None,
+         kept: dict | None = None) -> str:
+    """One document's page. ``located``: {id: (claim, Location)} for claims found in it;
+    ``corrs``: {id: [errata.Correction]}; ``kept``: {id: kept_runs.Kept}."""
+    corrs, kept = corrs or {}, kept or {}
     marked: dict[int, list] = {}
     for c, loc in located.values():
         marked.setdefault(loc.sentence, []).append((c, loc))
@@ -224,7 +297,8 @@ def page(doc: str, notes, report: dict, located: dict, figs: dict, fig_of: dict,
     total = len(located) + len(unlocated)
     shown = [c for c, _ in located.values()] + [c for c, _ in unlocated]
     details = "".join(detail(c, (located.get(c["id"]) or (None, None))[1], figs,
-                             fig_of.get(c["id"], [])) for c in shown)
+                             fig_of.get(c["id"], []), corrs.get(c["id"]), kept.get(c["id"]))
+                      for c in shown)
     missing = "".join(f"<li><a class='cid' href='#d-{_e(c['id'])}' style='--c:"
                       f"{verdicts.COLOURS.get(c.get('verdict'), '#999')}'>{_e(c['id'])}</a> "
                       f"{_e(c.get('source', ''))}: {_e(why)}</li>" for c, why in unlocated)
@@ -232,13 +306,16 @@ def page(doc: str, notes, report: dict, located: dict, figs: dict, fig_of: dict,
     store = "".join(f"<figure><img class='store' id='fig-{_e(n)}' src='{f['uri']}' alt='{_e(n)}'>"
                     f"<figcaption>{_e(f['title'])} {_e(f['note'])}</figcaption></figure>"
                     for n, f in figs.items() if n in used)
+    name = notes.path.name if notes.path else doc
     return "".join([
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{_e(TITLES.get(doc, doc))}, annotated</title><style>{CSS}</style></head><body>",
-        _bar(report, len(located), total, statuses),
-        "<div id='wrap'><div id='text'>", _marks(notes.text, notes.sentences, marked),
+        f"<title>{_e(TITLES.get(doc, doc))} ({_e(name)}), annotated</title><style>{CSS}</style>"
+        "</head><body>",
+        _bar(report, len(located), total, statuses, name),
+        "<div id='wrap'><div id='text'>", _marks(notes.text, notes.sentences, marked, kept),
         "</div><aside id='panel'><p class='m'>Click a highlighted sentence or an ID to see the "
-        "claim: stated vs measured, tolerance, reason, variants and tests.</p></aside></div>",
+        "claim: stated vs measured, the suggested correction, the reason, variants and tests."
+        "</p></aside></div>",
         f"<section id='unlocated'><h2>Claims not located in this file ({len(unlocated)})</h2>"
         f"<ul>{missing}</ul></section>" if unlocated else "",
         f"<section id='claims'><h2>Every claim of this document ({total})</h2>{details}</section>",
@@ -249,12 +326,21 @@ def page(doc: str, notes, report: dict, located: dict, figs: dict, fig_of: dict,
 
 
 def build(report: dict, paths, out: Path, registry: dict | None = None,
-          figures: bool = True) -> dict:
-    """Write ``<document>.html`` per notes file, ``errata.md`` and ``notes.json`` into ``out``."""
+          figures: bool = True, patch: bool = False, history: Path | None = None,
+          expectations: list | None = None) -> dict:
+    """Write ``<document>.html`` per notes file, ``errata.md``, ``notes.json`` and, with
+    ``patch``, ``<document>.patch`` (the corrections as a unified diff of its file) into
+    ``out``. ``history``: where kept runs are (default claims/history)."""
     from support.spec.registry import load_registry
     registry = registry if registry is not None else load_registry()
+    expectations = expectations if expectations is not None else load_expectations()
     docs = notes_mod.read_all(registry, paths)
     locs = {loc.id: loc for loc in notes_mod.locate_docs(registry, docs)}
+    corrs = errata.corrections(report, docs, locs, expectations)
+    by_id: dict[str, list] = {}
+    for corr in corrs:
+        by_id.setdefault(corr.id, []).append(corr)
+    kept = kept_runs.evidence(report, history)
     figs, fig_of, why_no_figs = _figures(report, figures)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -271,17 +357,29 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
             else:
                 located[c["id"]] = (c, loc)
         path = out / f"{doc}.html"
-        path.write_text(page(doc, notes, report, located, figs, fig_of, unlocated), encoding="utf-8")
+        path.write_text(page(doc, notes, report, located, figs, fig_of, unlocated, by_id, kept),
+                        encoding="utf-8")
         written.append(path)
-    files = {d: str(n.path) for d, n in docs.items()}
-    (out / "errata.md").write_text(errata.markdown(report, locs, files), encoding="utf-8")
+    files = {d: n.path.name if n.path else d for d, n in docs.items()}
+    patched, problems = {}, []
+    if patch:
+        for doc, (diff, trouble) in errata.patches(corrs, docs).items():
+            problems += trouble
+            if diff:
+                (out / f"{doc}.patch").write_text(diff, encoding="utf-8")
+                patched[doc] = f"{doc}.patch"
+    (out / "errata.md").write_text(errata.markdown(report, corrs, files, kept, locs, patched),
+                                   encoding="utf-8")
     summary = {d: {s: sum(1 for loc in locs.values() if loc.document == d and loc.status == s)
                    for s in notes_mod.STATUSES} for d in docs}
     (out / "notes.json").write_text(json.dumps({
         "schema": 1, "files": files, "summary": summary,
-        "claims": [loc.as_json() for loc in locs.values()]}, indent=1), encoding="utf-8")
+        "claims": [dict(loc.as_json(), file=files.get(loc.document, ""))
+                   for loc in locs.values()]}, indent=1), encoding="utf-8")
     return {"pages": written, "errata": out / "errata.md", "notes": out / "notes.json",
-            "locations": locs, "summary": summary, "figures": why_no_figs or len(figs)}
+            "patches": [out / p for p in patched.values()], "patch_problems": problems,
+            "corrections": corrs, "kept": kept, "locations": locs, "summary": summary,
+            "figures": why_no_figs or len(figs)}
 
 
 def arguments(command: str, parser) -> None:
@@ -290,20 +388,34 @@ def arguments(command: str, parser) -> None:
                         help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
     parser.add_argument("-o", "--out", type=Path, default=Path("reports/notes"))
     parser.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+    parser.add_argument("--patch", action="store_true",
+                        help="also write <document>.patch: the suggested corrections as a "
+                             "unified diff of each notes file (patch -p1 or git apply beside it)")
+    parser.add_argument("--history", type=Path, default=None,
+                        help="where kept runs are (default claims/history)")
 
 
 def run(command: str, args) -> int:
     report = json.loads(Path(args.report).read_text(encoding="utf-8"))
-    res = build(report, args.notes, args.out, figures=not args.no_figures)
+    res = build(report, args.notes, args.out, figures=not args.no_figures, patch=args.patch,
+                history=args.history)
     for doc, counts in res["summary"].items():
         print(f"{doc}: " + ", ".join(f"{k} {n}" for k, n in counts.items() if n))
     for loc in res["locations"].values():
         if loc.status not in ("found",):
             print(f"  {loc.id:<9} {loc.status:<8} {loc.recorded}"
                   + (f" -> line {loc.line}" if loc.line else "") + (f": {loc.reason}" if loc.reason else ""))
-    ent = errata.entries(report, res["locations"])
-    print("errata: " + ", ".join(f"{v} {sum(1 for e in ent if e['verdict'] == v)}"
-                                  for v in errata.ERRATA))
-    print("written: " + ", ".join(str(p) for p in [*res["pages"], res["errata"], res["notes"]])
+    corrs = res["corrections"]
+    print(f"errata: {len(errata.entries(corrs))} sentence(s) to correct "
+          f"({sum(c.erratum is not None for c in corrs)} of {len(corrs)} with a suggested "
+          f"correction); {sum(c.get('verdict') in errata.UNDECIDED for c in report.get('claims', []))} "
+          f"claim(s) not decided; {len(res['kept'])} decided by a kept run")
+    for corr in corrs:
+        if corr.problem:
+            print(f"  {corr.id:<9} {corr.problem}")
+    for problem in res["patch_problems"]:
+        print(f"  {problem}")
+    print("written: " + ", ".join(str(p) for p in [*res["pages"], res["errata"], res["notes"],
+                                                   *res["patches"]])
           + (f" (figures: {res['figures']})" if res["figures"] else ""))
     return 0

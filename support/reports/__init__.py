@@ -1,5 +1,6 @@
 """Reports of runs: ``report`` (one run's claims.json, claims.md and terminal summary),
-``runs`` (runs as data: claims reports and benchmark files), ``diff`` (two runs compared;
+``runs`` (runs as data: claims reports and benchmark files), ``kept`` (what runs kept from
+other machines say of the claims a run skipped), ``diff`` (two runs compared;
 ``keep``), ``matrix`` (many runs side by side), ``page`` (report blocks rendered as Markdown
 and HTML), and the notes' figures redrawn (``figure_data`` reads what they draw, ``plotting``
 the drawing helpers, ``panels`` one function per figure, ``figures`` draws them all). Imports

@@ -5,13 +5,17 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from support.machine import devices, fingerprint
+from support.reports import kept as kept_runs
 from support.spec import verdicts
 from support.spec.formatting import fmt as _fmt, md_cell as _md_cell
 
 SCHEMA = 2
+# where pytest's assertion introspection starts in a failure message
+_INTROSPECTION = re.compile(r"\s+(?:assert\s|\+\s+where\s|At index\s|Use -v\b)")
 
 
 def _claim_measured(variants: list[dict]):
@@ -152,7 +156,50 @@ def build(state, elapsed: float = 0.0) -> dict:
     }
 
 
-def markdown(data: dict) -> str:
+def plain(message: str) -> str:
+    """A test's failure message without pytest's introspection ("assert np.float64(...) <
+    ... where ..."): what the test said, in its words."""
+    text = " ".join(str(message).split())
+    text = re.sub(r"^(?:[\w.]+: )?AssertionError: ", "", text)
+    cut = _INTROSPECTION.search(text)
+    return (text[:cut.start()] if cut and cut.start() > 0 else text).strip()
+
+
+def reason_text(e: dict) -> str:
+    """A claim's reason for people: each deciding variant's message in its own words, then
+    the known reason (the raw test output stays in claims.json)."""
+    parts = [f"{v['variant'] + ': ' if v.get('variant') else ''}{plain(v['reason'])}"
+             for v in e.get("variants", []) if v.get("reason") and v.get("verdict") == e["verdict"]]
+    own = str(e.get("reason", "")).split(" | known: ")[0]
+    parts = list(dict.fromkeys(parts)) or ([plain(own)] if own else [])
+    exp = e.get("expected")
+    if exp and exp.get("verdict") == e["verdict"]:
+        parts.append("known: " + exp["reason"])
+    return "; ".join(parts)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    return text[:limit - 4].rsplit(" ", 1)[0].rstrip(" ,;:") + " ..."
+
+
+def kept_lines(data: dict, kept: dict) -> list[str]:
+    """The claims skipped here (or partial) that a kept run on an accelerator decided."""
+    if not kept:
+        return []
+    out = ["not run here, decided in a kept run (that run's verdict, not this one's):"]
+    for cid in sorted(kept):
+        here = next((e["verdict"] for e in data["claims"] if e["id"] == cid), "")
+        out.append(f"  {cid:<9} {here} here; {kept[cid].text()}")
+    return out
+
+
+def markdown(data: dict, kept: dict | None = None) -> str:
+    """claims.md; ``kept``: {id: support.reports.kept.Kept} for the claims a kept run
+    decided where this one could not (default: read from claims/history)."""
+    kept = kept_runs.evidence(data) if kept is None else kept
     env = data["environment"]
     v = env.get("versions", {})
     lines = [
@@ -169,6 +216,9 @@ def markdown(data: dict) -> str:
     if data.get("stale_expectations"):
         lines += ["", "Expected, but did not occur in this run: " + ", ".join(data["stale_expectations"])]
     lines += [""] + notes_lines(data.get("notes") or {}) if (data.get("notes") or {}).get("checked") else []
+    if kept:
+        lines += ["", "Not run here, decided in a kept run (that run's verdict, not this one's):", ""]
+        lines += [f"* {cid}: {k.text()}" for cid, k in sorted(kept.items())]
     section = None
     for e in sorted(data["claims"], key=lambda e: (e["document"] != "lecture", e["section"], e["id"])):
         key = (e["document"], e["section"])
@@ -180,9 +230,10 @@ def markdown(data: dict) -> str:
         variants = ", ".join(f"{x['variant'] or 'default'}: {x['verdict']}" for x in e["variants"])
         if e.get("missing"):
             variants += "; missing: " + "; ".join(e["missing"])
+        verdict = e["verdict"] + (f" (kept run: {kept[e['id']].text()})" if e["id"] in kept else "")
         lines.append("| " + " | ".join(_md_cell(x) for x in (
-            e["id"], e["paraphrase"], e["stated"], _fmt(e["measured"]), e["verdict"],
-            variants, e["reason"])) + " |")
+            e["id"], e["paraphrase"], e["stated"], _fmt(e["measured"]), verdict,
+            variants, reason_text(e))) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -211,7 +262,9 @@ def not_holding(data: dict) -> list[dict]:
     return sorted(bad, key=lambda e: (verdicts.ORDER.index(e["verdict"]), e["id"]))
 
 
-def terminal(tr, data: dict, paths: list[Path]) -> None:
+def terminal(tr, data: dict, paths: list[Path], history: Path | None = None) -> None:
+    """The run's summary in the terminal; ``history``: where kept runs are (default
+    claims/history)."""
     tr.section("claims: stated vs measured", sep="=")
     tr.write_line(summary_line(data) + f"   ({len(data['claims'])} claims; "
                   f"{data['expected_verdicts']} verdicts as expected)")
@@ -219,7 +272,12 @@ def terminal(tr, data: dict, paths: list[Path]) -> None:
     if bad:
         tr.write_line("")
     for e in bad:
-        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:400]}")
+        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 400)}")
+    kept = kept_lines(data, kept_runs.evidence(data, history))
+    if kept:
+        tr.write_line("")
+    for line in kept:
+        tr.write_line(line)
     if data.get("unexpected"):
         tr.write_line("")
         tr.write_line("NOT AS EXPECTED (these fail the run):", red=True, bold=True)
@@ -271,5 +329,7 @@ def run(command: str, args) -> int:
     if args.summary:
         return 0
     for e in not_holding(data):
-        print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {e['reason'][:300]}")
+        print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 300)}")
+    for line in kept_lines(data, kept_runs.evidence(data)):
+        print(line)
     return 0

@@ -1,6 +1,7 @@
 """The expectations file (``claims/expectations.toml``): the verdicts known not to be
 "holds" (a sentence of the notes that is false as worded, a figure that moved), each naming
-the failure it expects, keyed by variant and framework version where that matters."""
+the failure it expects, keyed by variant and framework version where that matters, and the
+correction it suggests for the sentence (``erratum``)."""
 from __future__ import annotations
 
 import re
@@ -12,10 +13,56 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from support.paths import CLAIMS
 from support.spec.registry import RegistryError, _check_versions, version_mismatch
 
 EXPECTATIONS = CLAIMS / "expectations.toml"
+
+
+@dataclass(frozen=True)
+class Erratum:
+    """The correction a known fails or drift suggests for its sentence, written once beside
+    the verdict: the words of the sentence that are wrong (``quote``, as the notes print
+    them), the words to put instead (``correction``), one plain sentence of what was found
+    (``finding``) and the figures to show beside it (``show``; by default the entry's
+    ``measurement``)."""
+
+    quote: str
+    correction: str
+    finding: str
+    show: tuple = ()
+
+
+ERRATUM_FIELDS = ("quote", "correction", "finding", "show")
+FINDING_MAX = 320        # a table cell of a sentence or two
+
+
+def _erratum(where: str, raw, errors: list) -> Erratum | None:
+    if not isinstance(raw, dict):
+        errors.append(f"{where}: erratum must be a table {{ quote = ..., correction = ..., "
+                      "finding = ... }")
+        return None
+    unknown = set(raw) - set(ERRATUM_FIELDS)
+    if unknown:
+        errors.append(f"{where}: unknown erratum field(s) {sorted(unknown)}")
+    text = {k: raw.get(k) for k in ERRATUM_FIELDS[:3]}
+    empty = [k for k, v in text.items() if not isinstance(v, str) or not v.strip()]
+    if empty:
+        errors.append(f"{where}: the erratum needs {', '.join(empty)} (the wrong words as "
+                      "printed, the words to put instead, what was found)")
+        return None
+    if text["quote"].split() == text["correction"].split():
+        errors.append(f"{where}: the erratum's correction repeats its quote")
+    if len(text["finding"]) > FINDING_MAX:
+        errors.append(f"{where}: the erratum's finding is {len(text['finding'])} characters; "
+                      f"say it in a sentence or two (at most {FINDING_MAX}), the reason holds "
+                      "the rest")
+    show = raw.get("show", ())
+    show = (show,) if isinstance(show, str) else tuple(show)
+    return Erratum(text["quote"], text["correction"], text["finding"], show)
 
 
 @dataclass
@@ -31,6 +78,7 @@ class Expectation:
     versions: dict = field(default_factory=dict)
     match: str = ""
     measurement: object = ""   # a figure name, or a list of them
+    erratum: Erratum | None = None
 
     def applies(self, variant_id: str) -> bool:
         if self.variant and self.variant not in variant_id:
@@ -66,7 +114,10 @@ class Expectation:
         return f"{self.id}{extra} {self.verdict}{what}{ver}"
 
 
-EXPECTATION_FIELDS = ("id", "verdict", "reason", "variant", "versions", "match", "measurement")
+EXPECTATION_FIELDS = ("id", "verdict", "reason", "variant", "versions", "match", "measurement",
+                      "erratum")
+# the verdicts whose sentence is to be corrected: each needs an erratum
+CORRECTED = ("fails", "drift")
 
 
 def load_expectations(path: Path = EXPECTATIONS, registry: dict | None = None) -> list[Expectation]:
@@ -88,7 +139,13 @@ def load_expectations(path: Path = EXPECTATIONS, registry: dict | None = None) -
             errors.append(f"{where}: verdict must be one of {', '.join(EXPECTABLE)}")
         if not entry.get("reason"):
             errors.append(f"{where}: every expectation needs a reason")
-        exp = Expectation(**{k: v for k, v in entry.items() if k in EXPECTATION_FIELDS})
+        exp = Expectation(**{k: v for k, v in entry.items()
+                             if k in EXPECTATION_FIELDS and k != "erratum"})
+        if "erratum" in entry:
+            exp.erratum = _erratum(where, entry["erratum"], errors)
+            if verdict not in CORRECTED:
+                errors.append(f"{where}: only a known {' or '.join(CORRECTED)} suggests a "
+                              "correction (erratum)")
         if verdict == "drift" and not exp.measurements:
             errors.append(f"{where}: a drift names the figure(s) that move (measurement = ...)")
         if verdict in ("fails", "error") and not (exp.match or exp.measurements):
@@ -111,7 +168,49 @@ def load_expectations(path: Path = EXPECTATIONS, registry: dict | None = None) -
     return out
 
 
+def uncorrected(expectations: list[Expectation]) -> list[str]:
+    """The known fails and drift whose claim suggests no correction of its sentence (the
+    lint of claims/expectations.toml: one erratum per claim, on any of its entries)."""
+    corrected = {e.id for e in expectations if e.erratum is not None}
+    return [f"{e.label()}: a known {e.verdict} suggests the correction of its sentence: "
+            "erratum = { quote = \"the wrong words\", correction = \"the words to put "
+            "instead\", finding = \"what was found\" } (here, or on another entry of the claim)"
+            for e in expectations if e.verdict in CORRECTED and e.id not in corrected]
+
+
 def find_expectations(expectations: list[Expectation], cid: str, variant_id: str
                       ) -> list[Expectation]:
     """Every entry for ``cid`` that applies to this variant in this environment."""
     return [e for e in expectations if e.id == cid and e.applies(variant_id)]
+
+
+def satisfied(versions: dict, have: dict) -> bool:
+    """Whether the package versions ``have`` (a report's environment) meet ``versions``; a
+    package the report does not name is not held against the entry."""
+    for pkg, spec in versions.items():
+        if not have.get(pkg):
+            continue
+        try:
+            if Version(Version(str(have[pkg])).base_version) not in SpecifierSet(spec):
+                return False
+        except InvalidVersion:
+            continue
+    return True
+
+
+def erratum_of(expectations: list[Expectation], cid: str, verdict: str, variant_id: str = "",
+               versions: dict | None = None, message: str = "",
+               figures: tuple = ()) -> tuple[Expectation | None, Erratum | None]:
+    """The known entry of a saved variant's verdict (by claim, verdict, variant, the report's
+    versions and the failure it names) and the correction it suggests (its own erratum, else
+    the one another entry of the claim holds)."""
+    same = [e for e in expectations if e.id == cid and e.verdict == verdict
+            and (not e.variant or e.variant in variant_id)
+            and satisfied(e.versions, versions or {})]
+    named = [e for e in same if (e.match and re.search(e.match, message, re.S))
+             or set(e.measurements) & set(figures)]
+    entry = (named or same or [None])[0]
+    if entry is None:
+        return None, None
+    shared = [e.erratum for e in expectations if e.id == cid and e.erratum is not None]
+    return entry, entry.erratum or (shared[0] if shared else None)

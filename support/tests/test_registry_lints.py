@@ -12,7 +12,7 @@ import pytest
 
 from support.spec import registry as reg
 from support.spec import sources
-from support.spec.expectations import load_expectations
+from support.spec.expectations import load_expectations, uncorrected
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT.parent / "shared" / "reference" / "claims-catalogue.md"
@@ -185,6 +185,51 @@ def test_expectations_name_the_failure_they_expect(registry):
             assert e.match or e.measurements, e.label()
 
 
+def test_every_known_fails_and_drift_suggests_a_correction(registry):
+    """One correction per sentence, written beside its known verdict: every claim with a
+    known fails or drift has an erratum, and the figures it shows are the claim's (stated in
+    the registry, or recorded by one of its tests)."""
+    exps = load_expectations(registry=registry)
+    assert not uncorrected(exps), "\n".join(uncorrected(exps))
+    recorded = sources.static_recorded_names()
+    for e in exps:
+        for name in e.erratum.show if e.erratum else ():
+            assert name in registry[e.id].figures or any(
+                re.fullmatch(p, name) for p, _ in recorded.get(e.id, [])), (e.label(), name)
+
+
+_FAILS = ('[[expect]]\nid = "TAPE-07"\nverdict = "fails"\nmatch = "x"\nreason = "r"\n')
+
+
+@pytest.mark.parametrize("erratum,message", [
+    ('erratum = { quote = "a", correction = "b" }', "the erratum needs finding"),
+    ('erratum = { quote = "a", correction = " a ", finding = "f" }', "repeats its quote"),
+    ('erratum = { quote = "a", correction = "b", finding = "f", fix = "c" }',
+     "unknown erratum field"),
+    ('erratum = { quote = "a", correction = "b", finding = "' + "word " * 80 + '" }',
+     "say it in a sentence or two"),
+    ('erratum = "a -> b"', "erratum must be a table"),
+])
+def test_an_expectation_without_a_good_correction_is_refused(registry, tmp_path, erratum,
+                                                             message):
+    (tmp_path / "e.toml").write_text(_FAILS + erratum + "\n")
+    with pytest.raises(reg.RegistryError, match=message):
+        load_expectations(tmp_path / "e.toml", registry)
+
+
+def test_a_correction_is_shared_by_the_entries_of_one_claim_and_only_for_fails_or_drift(
+        registry, tmp_path):
+    (tmp_path / "e.toml").write_text(_FAILS + _FAILS.replace('"x"', '"y"'))
+    missing = uncorrected(load_expectations(tmp_path / "e.toml", registry))
+    assert len(missing) == 2 and "suggests the correction of its sentence" in missing[0]
+    ok = 'erratum = { quote = "a", correction = "b", finding = "f" }\n'
+    (tmp_path / "e.toml").write_text(_FAILS + ok + _FAILS.replace('"x"', '"y"'))
+    assert uncorrected(load_expectations(tmp_path / "e.toml", registry)) == []
+    (tmp_path / "e.toml").write_text(_FAILS.replace('"fails"', '"error"') + ok)
+    with pytest.raises(reg.RegistryError, match="only a known fails or drift suggests"):
+        load_expectations(tmp_path / "e.toml", registry)
+
+
 def test_the_readme_verdict_table_is_the_vocabulary():
     """The README defines each verdict in the words of support/spec/verdicts.py, in its order."""
     from support.spec import verdicts
@@ -240,7 +285,7 @@ def test_every_command_module_imports_without_the_optional_extras():
     import sys
     code = """
 import sys
-for m in ("matplotlib", "keras", "onnx", "onnxruntime", "pandas", "flax"):
+for m in ("matplotlib", "keras", "onnx", "onnxruntime", "pandas", "flax", "latex2mathml"):
     sys.modules[m] = None
 import importlib
 from support import cli
@@ -248,6 +293,8 @@ for module, _ in cli.COMMANDS.values():
     importlib.import_module(module)
 from support.reports.figure_data import DRAWN
 assert cli.main(["figures", "no-such-report.json"]) == 2
+from support.notes import tex
+assert "latex2mathml is not installed" in tex.missing() and "<math" not in tex.render("\\(x\\)")
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
