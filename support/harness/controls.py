@@ -318,6 +318,7 @@ def run(command: str, args) -> int:
           + "; claims: " + ", ".join(f"{k} {n}" for k, n in sorted(states.items()))
           + (f"; {len(left)} process controls left for a later run" if left else ""))
     if baseline is not None and not args.claim:
-        args.report.write_text(json.dumps(annotate(baseline, data), indent=1))
+        from support.reports import report
+        report.write(annotate(baseline, data), args.report.parent)
     print(f"controls: {args.out / 'controls.json'}")
     return 0 if not (counts.get("survived") or counts.get("broken")) else 1

@@ -310,7 +310,15 @@ def pytest_sessionfinish(session, exitstatus):
     if DATA_SOURCE in config.stash:
         data["environment"]["concrete_data"] = config.stash[DATA_SOURCE]
     data["notes"] = _notes_check(config, state.registry)
-    paths = report.write(data, report_dir(config))
+    out = report_dir(config)
+    previous = out / "controls" / "controls.json"
+    if previous.is_file() and not config.getoption("--control") \
+            and not config.getoption("--controls"):
+        # the last negative-controls run beside this report: each holding claim is marked
+        # controlled or not, with that run's commit (a control run is no claims report)
+        from support.harness import controls
+        controls.annotate(data, json.loads(previous.read_text()))
+    paths = report.write(data, out)
     config.stash[_summary_key] = (data, paths)
     if devices.REQUIRED and data["summary"].get("partial"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

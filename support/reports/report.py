@@ -216,6 +216,7 @@ def markdown(data: dict, kept: dict | None = None) -> str:
     if data.get("stale_expectations"):
         lines += ["", "Expected, but did not occur in this run: " + ", ".join(data["stale_expectations"])]
     lines += [""] + notes_lines(data.get("notes") or {}) if (data.get("notes") or {}).get("checked") else []
+    lines += [""] + controls_lines(data)
     if kept:
         lines += ["", "Not run here, decided in a kept run (that run's verdict, not this one's):", ""]
         lines += [f"* {cid}: {k.text()}" for cid, k in sorted(kept.items())]
@@ -231,6 +232,7 @@ def markdown(data: dict, kept: dict | None = None) -> str:
         if e.get("missing"):
             variants += "; missing: " + "; ".join(e["missing"])
         verdict = e["verdict"] + (f" (kept run: {kept[e['id']].text()})" if e["id"] in kept else "")
+        verdict += control_text(e)
         lines.append("| " + " | ".join(_md_cell(x) for x in (
             e["id"], e["paraphrase"], e["stated"], _fmt(e["measured"]), verdict,
             variants, reason_text(e))) + " |")
@@ -287,8 +289,51 @@ def terminal(tr, data: dict, paths: list[Path], history: Path | None = None) -> 
         tr.write_line("expected, but did not occur in this run: " + ", ".join(data["stale_expectations"]))
     for line in notes_lines(data.get("notes") or {}):
         tr.write_line(line)
+    for line in controls_lines(data):
+        tr.write_line(line)
     tr.write_line(data_line(data["environment"]))
     tr.write_line("report: " + ", ".join(str(p) for p in paths))
+
+
+# the verdicts whose "holds" a control must back (a claim that fails or drifts needs none)
+CONTROLLED_VERDICTS = ("holds", "partial", "inconclusive")
+
+
+def control_text(e: dict) -> str:
+    """ " · controlled (NAME)" / " · uncontrolled: why" for a claim that holds, from the
+    last controls run (support/harness/controls.py); "" where that does not apply."""
+    c = e.get("control")
+    if e.get("verdict") not in CONTROLLED_VERDICTS or c is None:
+        return ""
+    if c["state"] == "controlled":
+        return f" · controlled ({', '.join(c['controls'])})"
+    why = c.get("reason") or {"uncontrolled": "no control written",
+                              "survived": "its control survived: the test cannot see it",
+                              "broken": "its control broke the test",
+                              "not run": "its controls did not run here"}.get(c["state"], "")
+    return f" · {'uncontrolled' if c['state'] != 'not run' else 'control not run'}: {why}"
+
+
+def controls_lines(data: dict) -> list[str]:
+    """What the last negative-controls run says of this run's holding claims."""
+    run = data.get("controls")
+    if not run:
+        return ["controls: no negative-controls run beside this report "
+                "(python -m support controls marks each holding claim controlled or not)"]
+    held = [e for e in data["claims"] if e.get("verdict") in CONTROLLED_VERDICTS]
+    state = {}
+    for e in held:
+        s = (e.get("control") or {}).get("state", "uncontrolled")
+        state.setdefault(s, []).append(e["id"])
+    n = len(state.get("controlled", []))
+    head = (f"controls (run at {str(run.get('suite_commit') or '?')[:12]}, "
+            f"{run.get('wall_s', '?')} s): {n} of {len(held)} claims that hold, are partial or "
+            f"inconclusive turned red under a control")
+    out = [head]
+    for s in ("survived", "broken", "not run", "uncontrolled"):
+        if state.get(s):
+            out.append(f"  {s}: {', '.join(sorted(state[s]))}")
+    return out
 
 
 def data_line(env: dict) -> str:
