@@ -25,7 +25,7 @@ from pathlib import Path
 
 from support.notes import errata, locate as notes_mod, tex
 from support.reports import kept as kept_runs
-from support.reports.report import reason_text
+from support.reports.report import control_text, reason_text
 from support.spec import verdicts
 from support.spec.expectations import load_expectations
 from support.spec.formatting import fmt
@@ -113,6 +113,8 @@ def detail(c: dict, loc, figs: dict, fig_ids: list[str], corrs: list | None = No
         f"sentence {_e(where)} · kind {_e(c.get('kind', ''))} · tier {_e(c.get('tier', ''))}</p>",
         f"<p class='kept'><b>kept run:</b> {_e(kept.text())} (not this run's verdict)</p>"
         if kept else "",
+        (f"<p class='control'><b>negative control:</b>{_e(control_text(c))}</p>"
+         if control_text(c) else ""),
         f"<p><b>stated:</b> {_e(c.get('stated') or '-')} · <b>measured:</b> "
         f"{_e(errata.measured_text(c, only_outside=False) or '-')}</p>",
         "".join(_correction(corr) for corr in corrs or []),

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from support.reports import page
+from support.reports.report import control_text
 from support.reports.runs import (Run, _known, _sections, benchmark_rows, cell_value, coverage_gaps,
                    default_inputs, differences, fingerprint_rows, load)
 
@@ -87,8 +88,8 @@ def document(runs: list[Run], diffs: list[dict], gaps: list[dict], bench: list[d
             for r in runs:
                 x = r.claims.get(cid)
                 cells.append(page.Cell("absent", "absent") if x is None else page.Cell(
-                    x["verdict"] + _known(x), f"v {x['verdict']}", cell_value(x),
-                    x.get("reason", "")))
+                    x["verdict"] + _known(x) + control_text(x), f"v {x['verdict']}",
+                    cell_value(x), x.get("reason", "")))
             rows.append(page.Row([cid, c.get("paraphrase", ""), c.get("stated") or "", *cells],
                                  "claim"))
         out += [page.Heading(3, f"{doc}: {sec}"),
