@@ -8,23 +8,29 @@ that produced was 1.25e-7, which is float32 epsilon to two figures." "jnp.asarra
 returns float32 with no warning at all. JAX warns only when you explicitly ask for
 dtype=jnp.float64." Protocol §5: the careless branch passes c and y as Python floats.
 
-JAX's x64 flag is process-global: the claims about its default (DTYPE-01/09/10/13/15) assert
-it is off, the claims that need it use ``support.lab.jaxutil.x64()``, and
+JAX's x64 flag is process-global: the claims about its default (DTYPE-09/10/13/15) assert
+it is off (DTYPE-01 measures JAX's dtype first and names the flag when it is on), the claims
+that need it use ``support.lab.jaxutil.x64()``, and
 ``test_x64_does_not_leak_between_tests_in_either_order`` runs both groups in both orders.
 """
+import contextlib
+import getpass
+import os
+import tempfile
 import warnings
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 
+from support.harness.controls import control
 from support.lab import toy
 from support.lab.jaxutil import run_fresh_python, x64_enabled
 
 ROOT = Path(__file__).resolve().parents[2]
-F32_EPS = float(np.finfo(np.float32).eps)
 
 
 def _default_mode():
@@ -39,12 +45,46 @@ def net():
 @pytest.mark.claim("DTYPE-01")
 @pytest.mark.parametrize("framework", ["torch", "jax", "numpy"])
 def test_default_float_dtypes(claim, framework):
-    _default_mode()
     dtype = {"torch": lambda: torch.tensor(1.0).dtype, "jax": lambda: jnp.array(1.0).dtype,
              "numpy": lambda: np.array(1.0).dtype}[framework]()
     name = str(dtype).replace("torch.", "")
     claim.check("default_dtype", name)
-    assert name == claim.figure("default_dtype").stated
+    # JAX's default is the process's x64 setting: say so when it is not JAX's own default
+    assert name == claim.figure("default_dtype").stated, \
+        "JAX x64 is on in this process" if framework == "jax" and x64_enabled() else name
+
+
+class _Setting:
+    """A process-wide library setting seen as a one-key mapping, so that a control's
+    ``MonkeyPatch.setitem`` puts the old value back after the test."""
+
+    def __init__(self, read, write):
+        self.read, self.write = read, write
+
+    def get(self, key, default=None):
+        return self.read()
+
+    def __setitem__(self, key, value):
+        self.write(value)
+
+
+def _python_floats_become(real, dtype):
+    """``real`` (torch.tensor, np.array) giving a bare Python float ``dtype`` by default."""
+    def make(data, *args, dtype=None, _real=real, _default=dtype, **kwargs):
+        if dtype is None and isinstance(data, float):
+            dtype = _default
+        return _real(data, *args, dtype=dtype, **kwargs)
+    return make
+
+
+@control("DTYPE-01", what="every default flipped: torch.tensor and jnp.array (64-bit JAX) make "
+                          "a Python float float64, np.array makes it float32")
+def default_float_dtypes_flipped(mp):
+    mp.setattr(torch, "tensor", _python_floats_become(torch.tensor, torch.float64))
+    mp.setattr(np, "array", _python_floats_become(np.array, np.float32))
+    mp.setitem(_Setting(lambda: jax.config.jax_enable_x64,
+                        lambda on: jax.config.update("jax_enable_x64", on)),
+               "jax_enable_x64", True)
 
 
 @pytest.mark.claim("DTYPE-02")
@@ -53,6 +93,13 @@ def test_python_float_gives_float32_numpy_float64_gives_float64(claim):
     claim.check('torch.tensor(3.14)', str(a.dtype))
     claim.check('torch.tensor(np.float64(3.14))', str(b.dtype))
     assert a.dtype == torch.float32 and b.dtype == torch.float64
+
+
+@control("DTYPE-02", "DTYPE-07", "DTYPE-08", "DTYPE-14",
+         what="torch.tensor stores a Python float as float64, as NumPy does, so no float32 "
+              "scalar hides in the calculation")
+def torch_tensor_keeps_python_floats_float64(mp):
+    mp.setattr(torch, "tensor", _python_floats_become(torch.tensor, torch.float64))
 
 
 @pytest.mark.claim("DTYPE-03")
@@ -65,6 +112,20 @@ def test_float32_meeting_float64_gives_float64(claim, case):
     out = (f32 + f64).dtype
     claim.check('result_dtype', str(out))
     assert out == torch.float64
+
+
+@control("DTYPE-03", "DTYPE-07", what="when a float32 tensor meets a float64 one in + or -, the "
+                                      "result is float32 (the lower precision wins)")
+def float32_wins_over_float64(mp):
+    def lower(a, b):
+        if isinstance(b, torch.Tensor) and a.is_floating_point() and b.is_floating_point() \
+                and a.dtype != b.dtype:
+            low = min(a.dtype, b.dtype, key=lambda d: torch.finfo(d).bits)
+            return a.to(low), b.to(low)
+        return a, b
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__"):
+        mp.setattr(torch.Tensor, name, lambda self, other, _real=getattr(torch.Tensor, name):
+                   _real(*lower(self, other)))
 
 
 @pytest.mark.claim("DTYPE-04")
@@ -89,6 +150,14 @@ def test_pytorch_supports_float64_on_cpu(claim, how):
     assert dt == torch.float64
     # full support: float64 arithmetic is float64-accurate
     assert (torch.tensor(1.0, dtype=torch.float64) + 1e-12).item() != 1.0
+
+
+@control("DTYPE-04", what="PyTorch adds float64 tensors in float32 and casts the result back: "
+                          "float64 in name only")
+def float64_added_in_float32(mp):
+    real = torch.Tensor.__add__
+    mp.setattr(torch.Tensor, "__add__", lambda self, other: real(self.float(), other).double()
+               if self.dtype == torch.float64 else real(self, other))
 
 
 def _careless(net):
@@ -127,15 +196,30 @@ def test_every_downstream_tensor_reports_float64(claim, net):
     assert lv["c"].dtype == lv["y"].dtype == torch.float32    # where the precision went
 
 
+def _float32_eps() -> float:
+    """float32's epsilon as torch's float32 arithmetic shows it: the smallest power of two
+    that still changes 1.0 when added to it (1 + eps/2 rounds back to 1)."""
+    one, eps = torch.ones((), dtype=torch.float32), 1.0
+    while (one + eps / 2).item() != 1.0:
+        eps /= 2
+    return eps
+
+
 @pytest.mark.claim("DTYPE-08")
 def test_an_error_near_1e_7_is_float32s_fingerprint(claim, net):
     _, rel = _careless(net)
-    claim.check('float32_eps', F32_EPS)
-    claim.record("careless_rel_error_in_eps", rel / F32_EPS)
-    assert abs(F32_EPS - 1.25e-7) <= 0.10 * 1.25e-7
-    # the fingerprint: the careless error is within an order of magnitude of float32 eps,
-    # and ~1e8 times float64's
-    assert 0.1 <= rel / F32_EPS <= 10
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    fixed = toy.torch_gradient(net)
+    fixed_rel = max(float(np.max(np.abs((fixed[k] - hand[k]) / hand[k]))) for k in hand)
+    eps = _float32_eps()
+    claim.check('float32_eps', eps, note="measured: the spacing of torch's float32 at 1.0")
+    claim.record("careless_rel_error", rel)
+    claim.record("careless_rel_error_in_eps", rel / eps)
+    claim.record("float64_rel_error_in_eps", fixed_rel / eps)
+    # the fingerprint: the error of the float32 scalars is within an order of magnitude of
+    # float32's eps, while the same gradient in float64 is a million times and more below it
+    assert 0.1 <= rel / eps <= 10, f"the careless error is {rel / eps:.3g} float32 eps"
+    assert fixed_rel / eps < 1e-6, f"the float64 error is {fixed_rel / eps:.3g} float32 eps"
 
 
 @pytest.mark.claim("DTYPE-09")
@@ -147,6 +231,18 @@ def test_jax_converts_float64_numpy_to_float32_silently(claim):
     claim.check('dtype', str(a.dtype))
     claim.check('warnings', len(caught))
     assert a.dtype == jnp.float32 and not caught
+
+
+@control("DTYPE-09", "DTYPE-15", what="jnp.asarray warns whenever it truncates float64 input to "
+                                      "float32, as an explicit float64 request does")
+def asarray_warns_when_it_truncates(mp):
+    real = jnp.asarray
+
+    def asarray(a, *args, **kwargs):
+        if getattr(a, "dtype", None) == np.float64 and not x64_enabled():
+            warnings.warn("float64 input truncated to float32", UserWarning, stacklevel=2)
+        return real(a, *args, **kwargs)
+    mp.setattr(jnp, "asarray", asarray)
 
 
 @pytest.mark.claim("DTYPE-10")
@@ -162,6 +258,17 @@ def test_jax_warns_only_for_explicit_float64_and_truncates(claim):
     # JAX 0.4 writes "dtype float64 requested", 0.10 "requested dtype float64"
     assert len(msgs) == 1 and "Explicitly requested dtype" in msgs[0] and "float64" in msgs[0] \
         and "truncated" in msgs[0]
+
+
+@control("DTYPE-10", "DTYPE-13", what="JAX truncates explicit float64 requests to float32 "
+                                      "silently, with no warning")
+def float64_requests_truncated_silently(mp):
+    for name in ("array", "zeros"):
+        def quiet(*args, _real=getattr(jnp, name), **kwargs):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                return _real(*args, **kwargs)
+        mp.setattr(jnp, name, quiet)
 
 
 @pytest.mark.claim("DTYPE-11")
@@ -182,6 +289,23 @@ def test_enabling_x64_at_program_start_gives_float64(claim):
     assert before == before_again == "float32"
 
 
+X64_IGNORED = """import jax
+_update = jax.config.update
+jax.config.update = lambda name, value: None if name == "jax_enable_x64" else _update(name, value)
+"""
+
+
+@control("DTYPE-11", what="in a fresh interpreter, jax.config.update('jax_enable_x64', True) "
+                          "is ignored: 64-bit types stay off")
+def x64_update_ignored_in_a_fresh_interpreter(mp):
+    # a sitecustomize on PYTHONPATH: the fresh interpreter runs it before the claim's code
+    where = Path(tempfile.gettempdir()) / f"lecture11-control-x64-{getpass.getuser()}"
+    where.mkdir(exist_ok=True)
+    (where / "sitecustomize.py").write_text(X64_IGNORED)
+    mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(where),
+                                                           os.environ.get("PYTHONPATH")])))
+
+
 @pytest.mark.claim("DTYPE-12")
 @pytest.mark.parametrize("mode", ["x64_on", "x64_off"])
 def test_jax_agrees_to_4_4e_16_only_with_x64(claim, net, mode):
@@ -193,6 +317,18 @@ def test_jax_agrees_to_4_4e_16_only_with_x64(claim, net, mode):
     else:
         claim.record("jax_vs_hand", err, note="x64 off: float32 arithmetic")
         assert 1e-9 <= err <= 1e-5
+
+
+@control("DTYPE-12", what="jax.enable_x64 does nothing: the x64 branch computes in float32")
+def enable_x64_does_nothing(mp):
+    mp.setattr(jax, "enable_x64", lambda enabled=True: contextlib.nullcontext())
+
+
+@control("DTYPE-12", what="JAX computes in 64 bits whatever is asked: the x64-off branch agrees "
+                          "to float64 precision too")
+def x64_always_on(mp):
+    real = jax.enable_x64
+    mp.setattr(jax, "enable_x64", lambda enabled=True: real(True))
 
 
 @pytest.mark.claim("DTYPE-13")

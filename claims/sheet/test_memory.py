@@ -18,8 +18,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+import torch.utils.checkpoint
 
+from support.harness.controls import control
 from support.machine.memory import (MB, LiveTensors, SavedTensors, linear_fit, optimizer_state_bytes,
                             tensor_bytes)
 from support.lab.train_torch import mlp
@@ -93,6 +94,12 @@ def test_adam_in_float32_needs_16_bytes_per_parameter_160_mb_for_ten_million(cla
     assert (weights + grads + sgd_big + sgd_small) / n == 8, "control: plain SGD keeps no state"
 
 
+@control("MEM-01", "MEM-02", what="torch.optim.Adam keeps no moment estimates: it steps like "
+                                  "plain SGD, with no optimizer state")
+def adam_keeps_no_state(mp):
+    mp.setattr(torch.optim, "Adam", lambda params, lr=1e-3, **kwargs: torch.optim.SGD(params, lr=lr))
+
+
 class _Block(nn.Module):
     """Two Linear+ReLU layers that count their forward calls (recomputation included)."""
 
@@ -116,7 +123,8 @@ def _run_blocks(use_checkpoint: bool, blocks: int = 4, width: int = 256, rows: i
     with SavedTensors(exclude=[model, x]) as graph, LiveTensors() as live:
         h = x
         for block in model:
-            h = checkpoint(block, h, use_reentrant=False) if use_checkpoint else block(h)
+            h = (torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False)
+                 if use_checkpoint else block(h))
     held = {"graph": graph.held_bytes(), "alive": live.live_bytes()}
     h.sum().backward()
     return held, _Block.calls, [p.grad.clone() for p in model.parameters()]
@@ -137,6 +145,12 @@ def test_checkpointing_keeps_fewer_activations_and_recomputes_the_forward(claim)
     assert ckpt["graph"] > 0, "checkpointing keeps some activations (each block's input)"
     assert plain_calls == 4 and ckpt_calls == 8, "each checkpointed block runs forward twice"
     assert diff <= 1e-6
+
+
+@control("MEM-04", what="torch.utils.checkpoint runs the block plainly: it keeps every "
+                        "activation and recomputes nothing")
+def checkpoint_keeps_everything(mp):
+    mp.setattr(torch.utils.checkpoint, "checkpoint", lambda fn, *args, **kwargs: fn(*args))
 
 
 @pytest.mark.claim("MEM-08")
@@ -164,3 +178,14 @@ def test_reverse_mode_memory_grows_linearly_with_depth(claim):
     claim.record("held_MB_by_depth", [h / MB for h in held], unit="MB")
     assert r2 > 0.99 and slope > 0
     assert held_no_grad == [0] * len(depths), "control: without the tape nothing is stored"
+
+
+@control("MEM-08", what="torch's Linear layers record nothing on the tape (their outputs are "
+                        "cut from the graph), so no intermediate is stored however deep the net")
+def linear_layers_record_nothing(mp):
+    real = nn.Linear.forward
+
+    def untaped(self, x):
+        with torch.no_grad():
+            return real(self, x)
+    mp.setattr(nn.Linear, "forward", untaped)

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from support.harness.controls import control
 from support.lab.data import lecture_split
 from support.machine.memory import SavedTensors
 from support.lab.train_torch import mlp, prepare, rmse_mpa
@@ -85,6 +86,12 @@ def test_train_and_eval_switch_dropout_and_batch_norm_and_nothing_else(claim):
     assert torch.equal(a, plain(x8))
 
 
+@control("MODE-01", what="model.eval() does nothing: dropout keeps dropping and batch norm keeps "
+                         "normalising with the batch's statistics")
+def eval_switches_nothing(mp):
+    mp.setattr(nn.Module, "eval", lambda self: self)
+
+
 @pytest.mark.claim("MODE-02")
 def test_eval_is_not_a_gradient_mode_the_graph_is_still_recorded(claim):
     torch.manual_seed(0)
@@ -96,28 +103,48 @@ def test_eval_is_not_a_gradient_mode_the_graph_is_still_recorded(claim):
     held = graph.held_bytes()
     claim.record("grad_fn_in_eval", type(out.grad_fn).__name__)
     claim.record("bytes_held_by_graph_in_eval", held, unit="B")
-    out.sum().backward()
     with torch.no_grad(), SavedTensors(exclude=[model, x]) as graph0:
         out0 = model(x)
     claim.record("bytes_held_under_no_grad", graph0.held_bytes(), unit="B")
     assert torch.is_grad_enabled() and out.grad_fn is not None and held > 0
+    out.sum().backward()                        # the recorded graph is there to differentiate
     assert all(p.grad is not None for p in model.parameters())
     assert out0.grad_fn is None and graph0.held_bytes() == 0   # control: the tape switch
+
+
+@control("MODE-02", what="eval() is also a gradient mode: a module in eval mode runs its "
+                         "forward with the tape off, as under no_grad()")
+def eval_mode_records_no_graph(mp):
+    real = nn.Module.__call__
+
+    def call(self, *args, **kwargs):
+        if self.training:
+            return real(self, *args, **kwargs)
+        with torch.no_grad():
+            return real(self, *args, **kwargs)
+    mp.setattr(nn.Module, "__call__", call)
 
 
 @pytest.mark.claim("MODE-03")
 def test_eval_does_not_freeze_weights(claim):
     torch.manual_seed(0)
     model = _dropout_bn_model().eval()
+    claim.record('requires_grad_in_eval', all((p.requires_grad for p in model.parameters())))
+    assert all(p.requires_grad for p in model.parameters()), "eval() switched requires_grad off"
     before = [p.detach().clone() for p in model.parameters()]
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     model(torch.randn(32, 8)).pow(2).mean().backward()
     opt.step()
     changed = sum(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
     claim.record('parameter_tensors_changed_by_a_step_in_eval', changed)
-    claim.record('requires_grad_in_eval', all((p.requires_grad for p in model.parameters())))
-    assert all(p.requires_grad for p in model.parameters()), "eval() switched requires_grad off"
     assert changed == len(before), f"a step in eval mode changed {changed} of {len(before)} tensors"
+
+
+@control("MODE-03", what="model.eval() freezes the weights: it switches requires_grad off on "
+                         "every parameter")
+def eval_freezes_the_weights(mp):
+    real = nn.Module.eval
+    mp.setattr(nn.Module, "eval", lambda self: real(self).requires_grad_(False))
 
 
 @pytest.mark.claim("MODE-04")
@@ -134,6 +161,14 @@ def test_no_grad_does_not_switch_dropout_off(claim):
         assert _zero_fraction(drop(torch.ones(N))) == 0.0   # control: eval() does switch it
 
 
+@control("MODE-04", what="torch.no_grad() also switches dropout off: dropout keeps every unit "
+                         "while the tape is off")
+def no_grad_switches_dropout_off(mp):
+    real = F.dropout
+    mp.setattr(F, "dropout", lambda input, p=0.5, training=True, inplace=False:
+               real(input, p, training and torch.is_grad_enabled(), inplace))
+
+
 @pytest.mark.claim("MODE-06")
 def test_train_switches_every_layer_back(claim):
     torch.manual_seed(0)
@@ -148,6 +183,13 @@ def test_train_switches_every_layer_back(claim):
     claim.check('dropout_zero_fraction_after_train', frac)
     assert all(flags)
     assert _binomial_ok(frac, p=0.2)
+
+
+@control("MODE-06", "MODE-07", what="model.train() does not switch the layers back: after eval() "
+                                    "they stay in inference behaviour")
+def train_does_not_switch_back(mp):
+    real = nn.Module.train
+    mp.setattr(nn.Module, "train", lambda self, mode=True: self if mode else real(self, False))
 
 
 @pytest.mark.claim("MODE-07")
@@ -241,3 +283,11 @@ def test_jax_layers_take_train_or_eval_behaviour_as_an_argument(claim, api):
     assert not modes, (f"flax {api} Modules have a train/eval mode: Module.{'()/'.join(modes)}() "
                        "sets deterministic (and use_running_average) on every submodule, as "
                        "model.eval() does in PyTorch")
+
+
+@control("MODE-09", what="JAX's dropout keeps every unit even with deterministic=False (its "
+                         "random mask is all ones): the argument switches nothing")
+def dropout_mask_keeps_everything(mp):
+    import jax
+    mp.setattr(jax.random, "bernoulli", lambda key, p=0.5, shape=None, **kwargs:
+               jax.numpy.ones(shape if shape is not None else (), dtype=bool))

@@ -14,9 +14,11 @@ even when nothing moved. Both are recorded.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import shutil
 import sys
 import textwrap
+import types
 import zipfile
 from collections import OrderedDict
 
@@ -25,7 +27,9 @@ import pickle
 import pytest
 import torch
 from torch import nn
+from torch.nn.modules.batchnorm import _NormBase
 
+from support.harness.controls import control
 
 @pytest.mark.claim("SAVE-01")
 def test_batchnorm_gamma_and_beta_are_parameters(claim):
@@ -36,6 +40,27 @@ def test_batchnorm_gamma_and_beta_are_parameters(claim):
     assert names == ["weight", "bias"]
     assert torch.equal(bn.weight, torch.ones(4)) and torch.equal(bn.bias, torch.zeros(4))
     assert all(p.requires_grad for p in bn.parameters())
+
+
+def _reregister(mp, names, as_parameters: bool):
+    """Batch norm's layers built with ``names`` moved between parameters and buffers."""
+    real = _NormBase.__init__
+
+    def init(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        for name in names:
+            if as_parameters:
+                self.register_parameter(name, nn.Parameter(self._buffers.pop(name),
+                                                           requires_grad=False))
+            else:
+                self.register_buffer(name, self._parameters.pop(name).detach())
+    mp.setattr(_NormBase, "__init__", init)
+
+
+@control("SAVE-01", what="BatchNorm registers gamma and beta as buffers, not parameters: "
+                         "parameters() returns nothing to train")
+def batchnorm_affine_as_buffers(mp):
+    _reregister(mp, ("weight", "bias"), as_parameters=False)
 
 
 @pytest.mark.claim("SAVE-02")
@@ -50,6 +75,12 @@ def test_running_statistics_are_buffers_in_the_state_dict_not_in_parameters(clai
     assert set(keys) == set(buffers) | {"weight", "bias"}
     assert not any(id(b) in in_params for b in bn.buffers())
     assert all(not b.requires_grad for b in bn.buffers())
+
+
+@control("SAVE-02", what="BatchNorm registers running_mean and running_var as (frozen) "
+                         "parameters, returned by parameters(), not as buffers")
+def running_statistics_as_parameters(mp):
+    _reregister(mp, ("running_mean", "running_var"), as_parameters=True)
 
 
 MODULE_SOURCE = textwrap.dedent('''
@@ -142,6 +173,25 @@ def test_a_pickled_whole_model_breaks_when_its_module_is_moved(claim, temp_packa
     assert torch.equal(fresh(x), expected), "the state_dict did not rebuild the same network"
 
 
+@control("SAVE-04", what="torch.load finds a class that moved within its package by its name, "
+                         "so the whole-model pickle survives the refactor")
+def torch_load_follows_moved_classes(mp):
+    class Following(pickle.Unpickler):
+        def find_class(self, module, name):
+            try:
+                return super().find_class(module, name)
+            except ModuleNotFoundError:
+                package = importlib.import_module(module.rpartition(".")[0])
+                for sub in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+                    found = getattr(importlib.import_module(sub.name), name, None)
+                    if found is not None:
+                        return found
+                raise
+    shim = types.ModuleType("pickle")
+    shim.__dict__.update(vars(pickle), Unpickler=Following)
+    mp.setattr(torch.serialization, "pickle", shim)
+
+
 @pytest.mark.claim("SAVE-05")
 def test_a_state_dict_holds_only_tensors_and_needs_the_class_to_rebuild(claim, tmp_path):
     torch.manual_seed(0)
@@ -167,3 +217,16 @@ def test_a_state_dict_holds_only_tensors_and_needs_the_class_to_rebuild(claim, t
     wrong = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
     with pytest.raises(RuntimeError, match="Missing key|Unexpected key|size mismatch"):
         wrong.load_state_dict(state)
+
+
+@control("SAVE-05", what="a state_dict also carries the architecture (the module's description "
+                         "beside its tensors)")
+def state_dict_carries_the_architecture(mp):
+    real = nn.Module.state_dict
+
+    def state_dict(self, *args, **kwargs):
+        state = real(self, *args, **kwargs)
+        if not args and not kwargs:                # the top-level call, not a submodule's
+            state["architecture"] = repr(self)
+        return state
+    mp.setattr(nn.Module, "state_dict", state_dict)

@@ -6,11 +6,15 @@ division by k = 2; then a manual SGD step under no_grad and a detached term.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
+from support.harness.controls import control
+from support.lab import toy
 from support.spec import error_models
 
 X = (1.0, 3.0, 2.0, 4.0)
@@ -100,6 +104,17 @@ def test_division_by_k_on_the_sheets_batch_split_two_ways(claim, sizes):
                           f"{by_k:.6g} instead of the full batch's {full:g}")
 
 
+@control("ACC-01", "ACC-04", "ACC-05", "ACC-06", "ACC-09", "ACC-10",
+         what="backward() overwrites .grad instead of adding to it: after the micro-batches "
+              "only the last one's gradient is left")
+def backward_keeps_only_the_last_micro_batch(mp):
+    def overwrite(self, gradient=None, *args, **kwargs):
+        leaves = [n.variable for n in toy.tape_nodes(self) if hasattr(n, "variable")]
+        for leaf, g in zip(leaves, torch.autograd.grad(self, leaves, gradient)):
+            leaf.grad = g
+    mp.setattr(torch.Tensor, "backward", overwrite)
+
+
 @pytest.mark.claim("ACC-02")
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(normal(5), st.lists(normal(10), min_size=1, max_size=16))
@@ -111,6 +126,14 @@ def test_gradient_of_mean_squared_scaled_input_is_2w_mean_x_squared(claim, w0, x
     claim.record("max relative error", abs(g - formula) / max(abs(formula), 1e-300), reduce="max")
     claim.check("share_of_rounding_bound", share, reduce="max", note=ACC_MODEL.describe(len(x)))
     assert share <= 1, f"autograd {g!r} against 2 w mean(x^2) = {formula!r}: {share:.3g} of the bound"
+
+
+@control("ACC-02", "ACC-03", what="autograd differentiates a square u**2 as u instead of 2u, so "
+                                  "the gradient is w mean(x^2), half the formula")
+def square_differentiates_to_u(mp):
+    real = torch.Tensor.__pow__
+    mp.setattr(torch.Tensor, "__pow__", lambda self, exponent:
+               self * self.detach() if exponent == 2 else real(self, exponent))
 
 
 @pytest.mark.claim("ACC-03")
@@ -148,9 +171,13 @@ def run_sheet_snippet():
     for chunk in x.split(2):
         (((w * chunk) ** 2).mean() / 2).backward()
     first = repr(w.grad)
-    with torch.no_grad():
-        w -= 0.01 * w.grad
-    after_step = (w.item(), w.is_leaf, w.grad_fn, w.requires_grad)
+    try:
+        with torch.no_grad():
+            w -= 0.01 * w.grad
+    except RuntimeError as exc:      # an in-place update of a leaf, had the tape recorded it
+        after_step = str(exc).splitlines()[0]
+    else:
+        after_step = (w.item(), w.is_leaf, w.grad_fn, w.requires_grad)
     w.grad.zero_()
     y = w.detach() ** 2 + 3 * w
     y.backward()
@@ -166,7 +193,9 @@ def test_the_snippet_prints_tensor_30(claim):
 
 @pytest.mark.claim("ACC-07")
 def test_manual_sgd_step_under_no_grad_is_not_recorded(claim):
-    _, (value, is_leaf, grad_fn, requires_grad), _ = run_sheet_snippet()
+    _, after_step, _ = run_sheet_snippet()
+    assert isinstance(after_step, tuple), f"the step under no_grad was refused: {after_step}"
+    value, is_leaf, grad_fn, requires_grad = after_step
     claim.check('w after the step', value)
     claim.record('still a leaf', is_leaf)
     assert value == pytest.approx(np.float32(2 - 0.01 * 30)) and is_leaf and grad_fn is None
@@ -174,6 +203,12 @@ def test_manual_sgd_step_under_no_grad_is_not_recorded(claim):
     w = torch.tensor(2.0, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         w -= 0.3
+
+
+@control("ACC-07", what="torch.no_grad() does not switch the tape off, so the manual step on "
+                        "the leaf w is recorded")
+def no_grad_keeps_recording(mp):
+    mp.setattr(torch, "no_grad", contextlib.nullcontext)
 
 
 @pytest.mark.claim("ACC-08")
@@ -185,6 +220,12 @@ def test_detached_term_is_a_constant_so_the_gradient_is_3(claim):
     (w ** 2 + 3 * w).backward()
     claim.record("without detach", w.grad.item())
     assert last == "tensor(3.)" and w.grad.item() != 3.0
+
+
+@control("ACC-08", what="w.detach() stays in the graph, so the square contributes 2w to the "
+                        "gradient")
+def detach_keeps_the_square_in_the_graph(mp):
+    mp.setattr(torch.Tensor, "detach", lambda self: self.view_as(self))
 
 
 @pytest.mark.claim("ACC-09")
