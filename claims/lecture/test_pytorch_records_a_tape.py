@@ -39,6 +39,23 @@ def test_the_graph_is_whatever_python_ran_this_call(claim, capsys):
     assert names == {1.0: "MulBackward0", -1.0: "ExpBackward0"} and printed == 2
 
 
+@control("TAPE-01", what="the graph is traced once and replayed: a comparison on a recorded "
+                         "tensor gives the first call's answer to every later input, so both "
+                         "inputs take the same branch and get the same graph")
+def branch_traced_once(mp):
+    real = torch.Tensor.__lt__
+    first = []
+
+    def replayed(self, other):
+        out = real(self, other)
+        if self.grad_fn is None:
+            return out
+        if not first:
+            first.append(out)
+        return first[0]
+    mp.setattr(torch.Tensor, "__lt__", replayed)
+
+
 @pytest.mark.claim("TAPE-02")
 def test_the_graph_is_a_dag_ending_in_the_leaves_that_require_grad(claim, tape):
     loss, lv = tape
@@ -55,6 +72,13 @@ def test_the_graph_is_a_dag_ending_in_the_leaves_that_require_grad(claim, tape):
     assert all(pos[nf] < pos[n] for n in nodes for nf, _ in n.next_functions if nf is not None)
 
 
+@control("TAPE-02", what="tanh is computed off the tape: its result enters the graph as a new "
+                         "leaf, so the graph no longer ends in W and b")
+def tanh_enters_as_a_new_leaf(mp):
+    real = torch.tanh
+    mp.setattr(torch, "tanh", lambda z, *a, **k: real(z.detach(), *a, **k).requires_grad_())
+
+
 @pytest.mark.claim("TAPE-03")
 def test_the_toy_tape_has_seven_nodes(claim, tape):
     loss, _ = tape
@@ -62,6 +86,12 @@ def test_the_toy_tape_has_seven_nodes(claim, tape):
     claim.check('n_nodes', len(ops))
     claim.record("nodes", ops)
     assert ops == NODES
+
+
+@control("TAPE-03", what="tanh is not one recorded operation: PyTorch records it as "
+                         "2 sigmoid(2z) - 1, four nodes where the notes draw one")
+def tanh_recorded_as_sigmoids(mp):
+    mp.setattr(torch, "tanh", lambda z: 2 * torch.sigmoid(2 * z) - 1)
 
 
 @pytest.mark.claim("TAPE-04")
@@ -91,6 +121,18 @@ def test_each_node_saves_what_its_backward_rule_needs(claim, tape):
     assert all(checks.values())
 
 
+@control("TAPE-04", what="tanh's node keeps its input z instead of its result, which its "
+                         "backward rule (1 - a^2) needs")
+def tanh_saves_its_input(mp):
+    real = torch.tanh
+
+    def tanh(z, *args, **kwargs):
+        # what autograd saves for the node goes through these hooks: keep z in its place
+        with torch.autograd.graph.saved_tensors_hooks(lambda saved: z.detach(), lambda kept: kept):
+            return real(z, *args, **kwargs)
+    mp.setattr(torch, "tanh", tanh)
+
+
 @pytest.mark.claim("TAPE-05")
 def test_the_tape_ends_in_four_accumulate_grad_leaves(claim, tape):
     loss, lv = tape
@@ -101,6 +143,17 @@ def test_the_tape_ends_in_four_accumulate_grad_leaves(claim, tape):
     assert ids == {id(lv[k]) for k in toy.PARAM_NAMES}
     assert id(lv["x"]) not in ids and id(lv["y"]) not in ids
     assert not lv["x"].requires_grad and lv["x"].grad_fn is None
+
+
+@control("TAPE-05", what="torch.tensor makes every floating-point tensor require grad, so the "
+                         "data x and y are tracked too and get AccumulateGrad nodes")
+def data_requires_grad_too(mp):
+    real = torch.tensor
+
+    def tensor(data, *args, requires_grad=False, **kwargs):
+        t = real(data, *args, **kwargs)
+        return t.requires_grad_() if t.is_floating_point() else t
+    mp.setattr(torch, "tensor", tensor)
 
 
 @pytest.mark.claim("TAPE-06")
@@ -148,7 +201,8 @@ def _leaves(t: torch.Tensor) -> list[torch.Tensor]:
     return out
 
 
-@control("TAPE-07", what="backward() overwrites each leaf's .grad instead of adding to it")
+@control("TAPE-06", "TAPE-07", "TAPE-20", "TAPE-22",
+         what="backward() overwrites each leaf's .grad instead of adding to it")
 def backward_overwrites_grad(mp):
     def overwrite(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         leaves = inputs if inputs is not None else _leaves(self)
@@ -175,6 +229,11 @@ def test_zero_grad_clears_and_step_reads_grad(claim):
     model(torch.randn(4, 3)).sum().backward()
     opt.step()                                  # step uses .grad: p - lr * grad
     assert all(torch.allclose(p, a - 0.1 * p.grad) for a, p in zip(before, model.parameters()))
+
+
+@control("TAPE-08", what="optimizer.zero_grad() leaves the gradients in .grad as they are")
+def zero_grad_clears_nothing(mp):
+    mp.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)
 
 
 @pytest.mark.claim("TAPE-18")
@@ -215,6 +274,7 @@ def test_accumulation_is_gradient_accumulation_over_micro_batches(claim):
     diff = (w.grad - full).abs().max().item()
     claim.check('max_abs_diff', diff)
     assert diff <= 1e-15
+# its control: backward_overwrites_grad (after TAPE-07's test)
 
 
 @pytest.mark.claim("TAPE-22")
@@ -239,3 +299,4 @@ def test_without_zero_grad_the_step_uses_the_sum_of_every_earlier_gradient(claim
     assert worst <= 1e-6
     # negative control: the accumulated gradient is not the fresh one
     assert not torch.allclose(model.weight.grad, probe.weight.grad)
+# its control: backward_overwrites_grad (after TAPE-07's test)

@@ -10,9 +10,12 @@ method that cannot see the tape cannot claim inference_mode and no_grad are equa
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
+from support.harness.controls import control
 from support.machine import timing
 from support.lab.train_torch import mlp, torch_threads
 
@@ -56,6 +59,27 @@ def test_inference_mode_is_slightly_faster_than_no_grad(claim, switches):
     timing.record_times(claim, switches)
 
 
+# The controls make a side pay 100 ms per trial, about ten times a trial's own time: a sleep
+# is no run-queue wait, so the load correction cannot widen it away, and the ratio's whole
+# interval ends up far below its bound even on a busy machine. The trials come from the module
+# fixture, so the controls apply to a session of their own (scope="process").
+PAUSE_S = 0.1
+
+
+def _paying(mode):
+    class Paying(mode):
+        def __enter__(self):
+            time.sleep(PAUSE_S)
+            return super().__enter__()
+    return Paying
+
+
+@control("TAPE-23", what="entering torch.inference_mode() costs 100 ms, so it is far slower "
+                         "than no_grad", scope="process")
+def inference_mode_pays_on_entry(mp):
+    mp.setattr(torch, "inference_mode", _paying(torch.inference_mode))
+
+
 @pytest.mark.timing
 @pytest.mark.claim("TAPE-12")
 def test_no_grad_saves_time(claim, switches):
@@ -64,3 +88,9 @@ def test_no_grad_saves_time(claim, switches):
     with torch_threads(1):
         timing.check_ratio(claim, "grad/no_grad", switches, "tape on", "no_grad", budget_s=3.0)
     timing.record_times(claim, switches)
+
+
+@control("TAPE-12", what="entering torch.no_grad() costs 100 ms, more than recording the tape "
+                         "for the whole trial", scope="process")
+def no_grad_pays_on_entry(mp):
+    mp.setattr(torch, "no_grad", _paying(torch.no_grad))

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from support.harness.controls import control
 from support.spec import error_models
 from support.lab.data import lecture_split
 from support.lab.train_torch import BATCH, mlp, torch_threads
@@ -69,6 +70,14 @@ def test_minibatch_gradients_are_noisy_estimates_of_the_full_gradient(claim, see
     assert spread > 1e-3
 
 
+@control("LOOP-03", what="an epoch's batches are drawn with replacement (torch.randperm repeats "
+                         "some rows and leaves others out), so they do not average to the full "
+                         "gradient")
+def batches_drawn_with_replacement(mp):
+    mp.setattr(torch, "randperm", lambda n, *, generator=None, **kwargs: torch.randint(
+        0, n, (n,), generator=generator))
+
+
 # ------------------------------------------------------------------ LOOP-04 1,560 steps
 @pytest.mark.claim("LOOP-04")
 def test_120_epochs_on_824_rows_in_batches_of_64_take_1560_steps(claim):
@@ -83,6 +92,20 @@ def test_120_epochs_on_824_rows_in_batches_of_64_take_1560_steps(claim):
     claim.check('steps_120_epochs', steps)
     claim.record("last_batch_rows", last)
     assert train_rows == [824] and steps == 120 * 13 == 1560 and last == 824 - 12 * 64
+
+
+def _loader_forcing(mp, **forced):
+    """DataLoader with some of its arguments forced, whatever the caller passes."""
+    real = DataLoader.__init__
+
+    def init(self, *args, **kwargs):
+        real(self, *args, **{**kwargs, **forced})
+    mp.setattr(DataLoader, "__init__", init)
+
+
+@control("LOOP-04", what="the DataLoader drops the last, incomplete batch of each epoch")
+def loader_drops_the_last_batch(mp):
+    _loader_forcing(mp, drop_last=True)
 
 
 # ------------------------------------------------------------------ LOOP-05 Dataset/DataLoader
@@ -117,6 +140,11 @@ def test_a_dataloader_turns_len_and_getitem_into_shuffled_batches(claim):
     assert plain == list(range(50))
 
 
+@control("LOOP-05", what="the DataLoader ignores shuffle=True: every epoch comes in index order")
+def loader_ignores_shuffle(mp):
+    _loader_forcing(mp, shuffle=False)
+
+
 # ------------------------------------------------------------------ LOOP-07 nn.Module
 class Scaled(nn.Module):
     def __init__(self):
@@ -143,6 +171,12 @@ def test_a_module_holds_its_parameters_and_calling_it_runs_forward(claim):
     assert names == ["gain", "lin.bias", "lin.weight"]            # "offset" is not one
     assert m.calls == 1
     assert torch.allclose(out, 2.0 * (x @ m.lin.weight.T + m.lin.bias) + 1.0)
+
+
+@control("LOOP-07", what="a module does not register what is assigned to it: its parameters "
+                         "and submodules stay plain attributes")
+def module_registers_nothing(mp):
+    mp.setattr(nn.Module, "__setattr__", object.__setattr__)
 
 
 # ------------------------------------------------------------------ LOOP-08 loss functions
@@ -188,6 +222,12 @@ def test_cross_entropy_takes_class_indices(claim):
     by_hand = -(logits.log_softmax(-1)[torch.arange(2), target]).mean().item()
     claim.record("ce", ce)
     assert math.isclose(ce, by_hand, rel_tol=1e-6)
+
+
+@control("LOOP-08", what="L1Loss computes the squared error, punishing large errors "
+                         "quadratically as MSELoss does")
+def l1_loss_is_squared(mp):
+    mp.setattr(nn.functional, "l1_loss", nn.functional.mse_loss)
 
 
 # ------------------------------------------------------------------ LOOP-09 logits
@@ -251,6 +291,21 @@ def test_cross_entropy_wants_logits_and_silently_mistrains_on_probabilities(clai
     assert val_nll["probabilities"] > 2 * val_nll["logits"]
 
 
+@control("LOOP-09", what="cross_entropy recognises probabilities (non-negative rows that sum to "
+                         "one) and takes their log instead of a second softmax, so training on "
+                         "them goes well")
+def cross_entropy_recognises_probabilities(mp):
+    real = nn.functional.cross_entropy
+
+    def cross_entropy(input, target, *args, **kwargs):
+        rows = input.detach().sum(-1)
+        if (input.detach() >= 0).all() and torch.allclose(rows, torch.ones_like(rows)):
+            return nn.functional.nll_loss(input.clamp_min(1e-30).log(), target,
+                                          reduction=kwargs.get("reduction", "mean"))
+        return real(input, target, *args, **kwargs)
+    mp.setattr(nn.functional, "cross_entropy", cross_entropy)
+
+
 # ------------------------------------------------------------------ LOOP-10 the torch loop
 @pytest.mark.claim("LOOP-10")
 def test_the_notes_pytorch_loop_runs_as_written_and_trains(claim):
@@ -283,6 +338,25 @@ def test_the_notes_pytorch_loop_runs_as_written_and_trains(claim):
     claim.record("train_mse_after_2_epochs", after)
     claim.check('steps', optimizer.state[next(model.parameters())]['step'].item())
     assert after < before
+
+
+def _step_on(mp, optimizer: type, change):
+    """``optimizer``'s step, applied to ``change(grad)`` in place of each parameter's .grad."""
+    real = optimizer.step
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = change(p.grad)
+        return real(self, closure)
+    mp.setattr(optimizer, "step", step)
+
+
+@control("LOOP-10", what="Adam's step goes uphill: it applies each gradient with its sign "
+                         "flipped")
+def adam_climbs(mp):
+    _step_on(mp, torch.optim.Adam, torch.neg)
 
 
 # ------------------------------------------------------------------ LOOP-11/12 the JAX loop
@@ -338,6 +412,22 @@ def test_the_notes_jax_loop_runs_as_written_and_trains(claim):
     assert after < before and count == 26
 
 
+@control("LOOP-11", what="optax.adam's updates go uphill: their sign is flipped")
+def optax_adam_climbs(mp):
+    import jax
+    import optax
+    real = optax.adam
+
+    def adam(*args, **kwargs):
+        inner = real(*args, **kwargs)
+
+        def update(grads, state, params=None):
+            updates, state = inner.update(grads, state, params)
+            return jax.tree_util.tree_map(lambda u: -u, updates), state
+        return optax.GradientTransformation(inner.init, update)
+    mp.setattr(optax, "adam", adam)
+
+
 @pytest.mark.claim("LOOP-12")
 def test_the_jax_loop_needs_no_zero_grad_and_no_to_device(claim):
     import jax
@@ -359,6 +449,38 @@ def test_the_jax_loop_needs_no_zero_grad_and_no_to_device(claim):
     claim.record("default_device", str(default))
     claim.record('all_on_default_device', placed == {True})
     assert same and w.grad.item() == 6.0 and placed == {True}
+
+
+@control("LOOP-12", what="value_and_grad keeps a running total, as torch's .grad does: each "
+                         "call returns the sum of its results so far")
+def value_and_grad_accumulates(mp):
+    import jax
+    vag, jit = jax.value_and_grad, jax.jit
+
+    def accumulating(fn):
+        # the total lives outside the compiled function, which cannot hold state
+        total = []
+
+        def call(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if total:
+                out = jax.tree_util.tree_map(lambda a, b: a + b, total[0], out)
+            total[:] = [out]
+            return out
+        return call
+
+    def value_and_grad(fun, *args, **kwargs):
+        inner = vag(fun, *args, **kwargs)
+        outer = accumulating(inner)
+        outer.uncompiled = inner
+        return outer
+
+    def jit_(fun, *args, **kwargs):
+        if hasattr(fun, "uncompiled"):
+            return accumulating(jit(fun.uncompiled, *args, **kwargs))
+        return jit(fun, *args, **kwargs)
+    mp.setattr(jax, "value_and_grad", value_and_grad)
+    mp.setattr(jax, "jit", jit_)
 
 
 # ------------------------------------------------------------------ LOOP-14 step reads .grad
@@ -384,6 +506,12 @@ def test_optimizer_step_reads_grad_and_updates_the_parameters(claim):
     opt.step()
     claim.record('unchanged_without_grad', torch.equal(p.detach(), before))
     assert torch.equal(p.detach(), before)
+
+
+@control("LOOP-14", what="SGD's step reads only the sign of .grad, not its values "
+                         "(p - lr sign(grad))")
+def step_reads_only_the_sign(mp):
+    _step_on(mp, torch.optim.SGD, torch.sign)
 
 
 # ------------------------------------------------------------------ LOOP-06 no DataLoader
@@ -452,3 +580,11 @@ def test_an_in_memory_table_can_be_indexed_directly_instead_of_a_dataloader(conc
     assert all(torch.equal(a, b) for a, b in zip(via_loader.parameters(), direct.parameters())), \
         f"indexing the tensors trained another network (largest difference {diff:.3g})"
     assert not all(torch.equal(a, b) for a, b in zip(direct.parameters(), other.parameters()))
+
+
+@control("LOOP-06", what="the DataLoader hands out each batch's rows in the reverse of the "
+                         "order it fetched them: it does more than index the tensors")
+def loader_reverses_each_batch(mp):
+    from torch.utils.data._utils import collate  # where DataLoader finds its default collate
+    real = collate.default_collate
+    mp.setattr(collate, "default_collate", lambda batch: real(batch[::-1]))

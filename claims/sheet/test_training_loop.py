@@ -7,11 +7,14 @@ The lecture's own loop (L:399-406, zero_grad after the forward pass) is LOOP-10.
 """
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
 import torch
 from torch import nn
+
+from support.harness.controls import control
 
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
 
@@ -65,6 +68,18 @@ def test_stepping_the_scheduler_before_the_optimizer_warns(claim):
     assert hit
 
 
+@control("LOOP-01", what="PyTorch stays silent when lr_scheduler.step() comes before "
+                         "optimizer.step()")
+def scheduler_order_unwarned(mp):
+    real = torch.optim.lr_scheduler.LRScheduler.step
+
+    def step(self, *args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=re.escape(SCHEDULER_WARNING))
+            return real(self, *args, **kwargs)
+    mp.setattr(torch.optim.lr_scheduler.LRScheduler, "step", step)
+
+
 @pytest.mark.claim("LOOP-01")
 def test_zero_grad_between_backward_and_step_loses_the_update(claim):
     # the order matters even where nothing warns: clearing after backward() erases the gradient
@@ -72,3 +87,9 @@ def test_zero_grad_between_backward_and_step_loses_the_update(claim):
     claim.check('weight_change', moved)
     claim.record("warnings", caught)
     assert moved == 0.0
+
+
+@control("LOOP-01", what="optimizer.zero_grad() leaves the gradients in .grad, so clearing "
+                         "between backward() and step() loses nothing")
+def zero_grad_keeps_the_gradient(mp):
+    mp.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)

@@ -183,8 +183,8 @@ def pytest_xdist_make_scheduler(config, log):
           collection order whose module no other worker has started; a worker that has none
           is sent nothing until the other worker finishes a test (its timing test would wait
           for the lock anyway). Nor is it sent the first test after them while another worker
-          still holds timing tests (a worker that holds some is: it runs a test only once it
-          knows the next).
+          still holds timing tests it can run (a worker runs a test only once it knows the
+          next: one that holds a single test waits for another, or for the end of the run).
         * After the timing tests, the same preference, and when every pending test belongs
           to another worker's module, the first pending test: no worker waits while tests
           are pending.
@@ -220,9 +220,13 @@ def pytest_xdist_make_scheduler(config, log):
             holds = self._holds_timing(node) or any(self.collection[i] in self.timing
                                                     for i in picked)
             if not timing_left and not holds \
-                    and any(self._holds_timing(other) for other in self.nodes if other is not node):
+                    and any(self._holds_timing(other) and len(self.node2pending[other]) > 1
+                            for other in self.nodes if other is not node):
                 # another worker's last timing tests are still queued: a test sent here
-                # would start between two of them and hold the next one as long as it runs
+                # would start between two of them and hold the next one as long as it runs.
+                # Not where that worker holds one test only: it cannot start it before it is
+                # sent another or the run ends, and with nothing running nothing completes
+                # to send it one (one timing test and one other test would wait forever)
                 return None
             candidates = timing_left or pending
             # the module the worker ran last first: in a shuffled order too, its tests run

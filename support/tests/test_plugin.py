@@ -707,3 +707,25 @@ def test_a_crashed_workers_timing_module_goes_to_the_other_worker(suite, pyteste
     """, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*test_timed[[]0[]]*"])
+
+
+@pytest.mark.timeout(120)
+def test_one_timing_test_beside_one_other_test_runs_under_n(suite):
+    """support/harness/schedule.py: with two tests and two workers, the timing test goes to one
+    worker, the other test is held back while that worker holds timing tests, and the worker
+    cannot start its only test before it is sent another: the run waited forever (``pytest
+    -n 2 --claim TAPE-12``, one test in each of two modules, did)."""
+    pytest.importorskip("xdist")
+    result, _, _ = suite("""
+        import pytest
+
+        @pytest.mark.timing
+        @pytest.mark.claim("XX-01")
+        def test_timed(claim):
+            claim.record("x", 1)
+
+        @pytest.mark.claim("XX-02")
+        def test_other(claim):
+            claim.record("x", 1)
+    """, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
+    result.assert_outcomes(passed=2)
