@@ -233,7 +233,10 @@ def pytest_runtest_makereport(item, call):
         when=call.when, passed=report.passed, skipped=report.skipped,
         skip_reason=_skip_reason(report) if report.skipped else "",
         not_applicable=call.excinfo is not None and call.excinfo.errisinstance(NotApplicable),
-        assertion=call.excinfo is not None and call.excinfo.errisinstance(AssertionError),
+        # pytest.raises' "DID NOT RAISE" and pytest.fail() say the sentence is contradicted
+        # (a stated error that does not come), as a failed assert does
+        assertion=call.excinfo is not None and call.excinfo.errisinstance(
+            (AssertionError, pytest.fail.Exception)),
         message=_short(report, call) if report.failed else "",
         measurements=rec.measurements,
         benchmark="benchmark" in getattr(item, "fixturenames", ()))

@@ -155,6 +155,22 @@ def test_failed_assert_is_fails_and_other_exceptions_are_error(suite):
     assert verdicts["XX-01"] == "fails" and verdicts["XX-02"] == "error"
 
 
+def test_a_stated_error_that_does_not_come_is_fails(suite):
+    # "x raises" contradicted: pytest.raises' DID NOT RAISE is the claim failing, not a crash
+    result, data, verdicts = suite("""
+        import pytest
+
+        @pytest.mark.claim("XX-01")
+        def test_a(claim):
+            claim.record("x", 1)
+            with pytest.raises(ValueError):
+                pass
+    """)
+    result.assert_outcomes(failed=1)
+    assert verdicts["XX-01"] == "fails"
+    assert "DID NOT RAISE" in next(c for c in data["claims"] if c["id"] == "XX-01")["reason"]
+
+
 def test_a_claim_test_that_records_nothing_is_an_error(suite):
     result, data, verdicts = suite("""
         import pytest
