@@ -4,12 +4,14 @@ between PyTorch and optax.
 
 The notes' figures were made with a NumPy Adam written from the printed equations (protocol
 §9); ADAM-01 compares that update (``support.lab.optim_reference``) with torch.optim.Adam and
-optax.adam, and ADAM-09 the reference SGD with torch's and optax's. Every other sentence is
-measured on torch.optim itself, on the bowl of protocol §9 (``support.lab.bowl``: its Hessian,
-start and learning rates) in float64, with the defaults the installed torch declares, so that a
-release that changes what torch's Adam does moves the figures it moves. ADAM-13 (Adam and the
-unscaled concrete inputs) is a training story: see STORY-11/12 and the training-stories tests.
-ADAM-25/26 are a citation and a definition (not testable).
+optax.adam, ADAM-09 the reference SGD with torch's and optax's, and ADAM-17...19 the L2 and
+decay forms written out with torch's and optax's weight decay. What Adam's hyper-parameters do
+(ADAM-02...16) is measured on torch.optim itself, on the bowl of protocol §9
+(``support.lab.bowl``: its Hessian, start and learning rates) in float64, with the defaults the
+installed torch declares, so that a release that changes what torch's Adam does moves the
+figures it moves. ADAM-13 (Adam and the unscaled concrete inputs) is a training story: see
+STORY-11/12 and the training-stories tests. ADAM-25/26 are a citation and a definition (not
+testable).
 """
 from __future__ import annotations
 
@@ -219,12 +221,6 @@ def test_each_first_step_is_lr_long_per_coordinate_whatever_the_gradient(claim, 
     # SGD's first step, by contrast, is as unequal as the gradients
     sgd = torch_first_step(torch_sgd(lr=lr), g)
     assert FIRST_STEP.share(np.abs(sgd) / lr - np.abs(g), np.abs(g)) <= 1
-
-
-@control("ADAM-02", "ADAM-09", what="torch's Adam does not divide by the root of v: it steps "
-                                    "lr times the bias-corrected momentum, as momentum SGD does")
-def adam_steps_like_momentum_sgd(mp):
-    _adam_update(mp, lambda m, v, t, b1, b2, eps: m / (1 - b1 ** t))
 
 
 # ------------------------------------------------------------------ ADAM-03/04 the averages
@@ -477,6 +473,12 @@ def test_the_reference_sgd_is_torch_and_optax_sgd(claim, library, momentum, lr):
         damp = torch_path(lambda ps: torch.optim.SGD(ps, lr=lr, momentum=momentum,
                                                      dampening=momentum))
         assert max_abs_diff(ref, damp) > 1e-3
+
+
+@control("ADAM-02", "ADAM-09", what="torch's Adam does not divide by the root of v: it steps "
+                                    "lr times the bias-corrected momentum, as momentum SGD does")
+def adam_steps_like_momentum_sgd(mp):
+    _adam_update(mp, lambda m, v, t, b1, b2, eps: m / (1 - b1 ** t))
 
 
 # ------------------------------------------------------------------ ADAM-10 beta1
