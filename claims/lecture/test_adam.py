@@ -2,11 +2,16 @@
 hyper-parameter does on the narrow bowl (Figs. 70 and 71), AdamW, and the defaults that differ
 between PyTorch and optax.
 
-Every number comes from the one reference implementation (``support.lab.optim_reference``) and the
-bowl runs of protocol §9 (``support.lab.bowl``); the libraries are compared with the reference, and
-their defaults are read from the installed versions. ADAM-13 (Adam and the unscaled concrete
-inputs) is a training story: see STORY-11/12 and the training-stories tests. ADAM-25/26 are a
-citation and a definition (not testable).
+The notes' figures were made with a NumPy Adam written from the printed equations (protocol
+§9); ADAM-01 compares that update (``support.lab.optim_reference``) with torch.optim.Adam and
+optax.adam, ADAM-09 the reference SGD with torch's and optax's, and ADAM-17...19 the L2 and
+decay forms written out with torch's and optax's weight decay. What Adam's hyper-parameters do
+(ADAM-02...16) is measured on torch.optim itself, on the bowl of protocol §9
+(``support.lab.bowl``: its Hessian, start and learning rates) in float64, with the defaults the
+installed torch declares, so that a release that changes what torch's Adam does moves the
+figures it moves. ADAM-13 (Adam and the unscaled concrete inputs) is a training story: see
+STORY-11/12 and the training-stories tests. ADAM-25/26 are a citation and a definition (not
+testable).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from support.harness.controls import control
 from support.lab import bowl
 from support.spec import error_models
 from support.lab.optim_reference import SGD, Adam, AdamW, run
@@ -65,6 +71,27 @@ def optax_path(make_tx, steps: int = STEPS_AGREE, h=bowl.HESSIAN, start=bowl.STA
     return np.array(out)
 
 
+def torch_first_step(make_opt, grads) -> np.ndarray:
+    """The first step of a torch.optim optimizer from 0, one coordinate per gradient (the
+    optimizers here are elementwise: each coordinate steps as it would alone)."""
+    g = np.asarray(grads, dtype=np.float64).reshape(-1)
+    return torch_path(make_opt, 1, start=np.zeros(len(g)), grad_fn=lambda th, t: g)[1]
+
+
+def torch_adam(**kwargs):
+    """torch.optim.Adam with ``kwargs``, everything else at torch's defaults."""
+    return lambda ps: torch.optim.Adam(ps, **kwargs)
+
+
+def torch_sgd(**kwargs):
+    return lambda ps: torch.optim.SGD(ps, **kwargs)
+
+
+def torch_adam_defaults() -> dict:
+    """The defaults of torch.optim.Adam as the installed torch constructs it."""
+    return torch.optim.Adam([torch.zeros(1, requires_grad=True)]).defaults
+
+
 def max_abs_diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
 
@@ -86,6 +113,54 @@ def lockstep_share(claim, a, b, what: str) -> float:
     claim.record("worst_abs_diff", max_abs_diff(a, b), reduce="max")
     assert share <= 1, f"{what}: {max_abs_diff(a, b):.3g} apart, {share:.3g} of the rounding bound"
     return share
+
+
+# ------------------------------------------------------------------ the negative controls' tools
+def _with_defaults(mp, fn, **new):
+    """``fn`` (a function or an __init__) declaring other defaults: as called, and as
+    inspect.signature reads them."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in params][len(params) - len(fn.__defaults__):]
+    mp.setattr(fn, "__defaults__", tuple(new.pop(n, d) for n, d in zip(names, fn.__defaults__)))
+    if new:
+        mp.setattr(fn, "__kwdefaults__", {**(fn.__kwdefaults__ or {}), **new})
+
+
+def _constructed_with(mp, cls, change):
+    """``cls`` (a torch.optim class) whose constructor passes its arguments, defaults filled
+    in, through ``change(arguments)`` first (AdamW's call of Adam's included)."""
+    real = cls.__init__
+    sig = inspect.signature(real)
+
+    def init(self, *args, **kwargs):
+        bound = sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        change(bound.arguments)
+        real(*bound.args, **bound.kwargs)
+    mp.setattr(cls, "__init__", init)
+
+
+def _adam_update(mp, direction):
+    """torch.optim.Adam (and AdamW) stepping theta - lr * direction(m, v, t, beta1, beta2,
+    eps), from the running averages torch itself keeps (its state is left as torch made it)."""
+    real = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        before = {id(p): p.detach().clone() for g in self.param_groups for p in g["params"]}
+        out = real(self, closure)
+        with torch.no_grad():
+            for g in self.param_groups:
+                b1, b2 = g["betas"]
+                for p in g["params"]:
+                    if p.grad is None:
+                        continue
+                    st = self.state[p]
+                    d = direction(st["exp_avg"], st["exp_avg_sq"], float(st["step"]), b1, b2,
+                                  g["eps"])
+                    p.copy_(before[id(p)] - g["lr"] * d)
+        return out
+    mp.setattr(torch.optim.Adam, "step", step)
 
 
 # ------------------------------------------------------------------ ADAM-01 the equations
@@ -111,6 +186,14 @@ def test_the_printed_update_matches_torch_and_optax_adam_to_an_ulp(claim, librar
     assert off_eps > 1e-12 and off_bc > 1e-3
 
 
+@control("ADAM-01", what="torch's Adam and optax's adam default to an epsilon ten times larger "
+                         "(1e-7) than the printed equations' 1e-8")
+def libraries_eps_ten_times_larger(mp):
+    import optax
+    _with_defaults(mp, torch.optim.Adam.__init__, eps=1e-7)
+    _with_defaults(mp, optax.adam, eps=1e-7)
+
+
 # ------------------------------------------------------------------ ADAM-02 step ~ lr
 magnitude = st.floats(-5.0, 6.0).map(lambda e: 10.0 ** e)   # |g| from 1e3*eps to 1e6
 signed = st.tuples(magnitude, st.sampled_from([-1.0, 1.0])).map(lambda t: t[0] * t[1])
@@ -121,12 +204,12 @@ signed = st.tuples(magnitude, st.sampled_from([-1.0, 1.0])).map(lambda t: t[0] *
 @given(g=st.lists(signed, min_size=2, max_size=4), lr=st.sampled_from([1e-3, 1e-2, 0.1, 1.0]))
 def test_each_first_step_is_lr_long_per_coordinate_whatever_the_gradient(claim, g, lr):
     g = np.array(g)
-    opt = Adam(lr)
-    theta, _ = opt.step(np.zeros_like(g), g, opt.init(g))
+    theta = torch_first_step(torch_adam(lr=lr), g)
     per_coord = np.abs(theta) / lr
+    eps = torch_adam_defaults()["eps"]
     # exactly |g|/(|g| + eps) of lr: within eps/|g| <= 1e-3 of lr for every gradient above
     # 1e3*eps, up to the rounding of the step (the first-step error model)
-    exact = np.abs(g) / (np.abs(g) + opt.eps)
+    exact = np.abs(g) / (np.abs(g) + eps)
     share = FIRST_STEP.share(per_coord - exact, exact)
     dev = float(np.max(np.abs(per_coord - 1.0)))
     claim.record("max_rel_deviation_from_lr", dev, reduce="max")
@@ -134,33 +217,32 @@ def test_each_first_step_is_lr_long_per_coordinate_whatever_the_gradient(claim, 
     assert share <= 1, f"first step {per_coord} x lr against {exact}: {share:.3g} of the bound"
     rounding = FIRST_STEP.bound(1.0)
     assert np.all(per_coord <= 1.0 + rounding)
-    assert np.all(np.abs(per_coord - 1.0) <= opt.eps / np.abs(g) + rounding)
+    assert np.all(np.abs(per_coord - 1.0) <= eps / np.abs(g) + rounding)
     # SGD's first step, by contrast, is as unequal as the gradients
-    sgd, _ = SGD(lr).step(np.zeros_like(g), g, SGD(lr).init(g))
+    sgd = torch_first_step(torch_sgd(lr=lr), g)
     assert FIRST_STEP.share(np.abs(sgd) / lr - np.abs(g), np.abs(g)) <= 1
 
 
 # ------------------------------------------------------------------ ADAM-03/04 the averages
-def steps_to_forget(beta: float, which: str) -> int:
-    """Steps until the reference Adam's running average of a gradient that switched on at
-    t = 0 reaches 1 - 1/e of it: the average's time constant, read off its state."""
-    opt = Adam(1.0, beta1=beta if which == "m" else 0.9, beta2=beta if which == "v" else 0.999)
-    theta, state = np.zeros(1), opt.init(np.zeros(1))
+def steps_to_forget(which: str, beta: float | None = None) -> tuple[int, tuple]:
+    """Steps until torch's Adam's running average (``exp_avg`` for m, ``exp_avg_sq`` for v)
+    of a gradient that switched on at t = 0 reaches 1 - 1/e of it: the average's time
+    constant, read off torch's state; with its betas (torch's defaults where beta is None)."""
+    p = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    kw = {} if beta is None else {"betas": (beta, 0.999) if which == "m" else (0.9, beta)}
+    opt = torch.optim.Adam([p], lr=1.0, **kw)
+    key = "exp_avg" if which == "m" else "exp_avg_sq"
     for t in range(1, 100_000):
-        theta, state = opt.step(theta, np.ones(1), state)
-        if getattr(state, which)[0] >= 1.0 - math.exp(-1.0):
-            return t
+        p.grad = torch.ones(1, dtype=torch.float64)
+        opt.step()
+        if float(opt.state[p][key][0]) >= 1.0 - math.exp(-1.0):
+            return t, opt.defaults["betas"]
     raise AssertionError("never reached")
-
-
-def torch_default_betas():
-    return inspect.signature(torch.optim.Adam.__init__).parameters["betas"].default
 
 
 @pytest.mark.claim("ADAM-03")
 def test_beta1_averages_over_ten_steps_at_the_default(claim):
-    b1 = torch_default_betas()[0]
-    n = steps_to_forget(b1, "m")
+    n, (b1, _) = steps_to_forget("m")
     claim.record("default_beta1", b1)
     claim.check('steps_to_1_minus_1_over_e', n)
     claim.check('one_over_one_minus_beta1', 1.0 / (1.0 - b1))
@@ -168,14 +250,23 @@ def test_beta1_averages_over_ten_steps_at_the_default(claim):
     assert n == 10
 
 
+@control("ADAM-03", what="torch's Adam defaults beta1 to 0.95, an average over twenty steps")
+def default_beta1_0_95(mp):
+    _with_defaults(mp, torch.optim.Adam.__init__, betas=(0.95, 0.999))
+
+
 @pytest.mark.claim("ADAM-04")
 def test_beta2_averages_over_a_thousand_steps_at_the_default(claim):
-    b2 = torch_default_betas()[1]
-    n = steps_to_forget(b2, "v")
+    n, (_, b2) = steps_to_forget("v")
     claim.record("default_beta2", b2)
     claim.check('steps_to_1_minus_1_over_e', n)
     claim.check('one_over_one_minus_beta2', 1.0 / (1.0 - b2))
     assert n == 1000
+
+
+@control("ADAM-04", what="torch's Adam defaults beta2 to 0.99, an average over a hundred steps")
+def default_beta2_0_99(mp):
+    _with_defaults(mp, torch.optim.Adam.__init__, betas=(0.9, 0.99))
 
 
 @pytest.mark.claim("ADAM-03", "ADAM-04")
@@ -183,7 +274,7 @@ def test_beta2_averages_over_a_thousand_steps_at_the_default(claim):
 @given(beta=st.floats(0.5, 0.998))
 def test_an_average_with_beta_spans_about_one_over_one_minus_beta_steps(claim, beta):
     # "roughly 1/(1-beta) steps": the e-folding count is ceil(-1/ln beta), within a step of it
-    n = steps_to_forget(beta, "m")
+    n, _ = steps_to_forget("m", beta)
     gap = abs(n - 1.0 / (1.0 - beta))
     claim.record("max_gap_in_steps", gap, reduce="max")
     assert gap <= 1.0
@@ -192,27 +283,37 @@ def test_an_average_with_beta_spans_about_one_over_one_minus_beta_steps(claim, b
 # ------------------------------------------------------------------ ADAM-05/06 epsilon
 @pytest.mark.claim("ADAM-05")
 def test_the_default_epsilon_is_negligible(claim):
-    eps = inspect.signature(torch.optim.Adam.__init__).parameters["eps"].default
-    with_eps = bowl.descend(Adam(bowl.ADAM_LR, eps=eps), 100).thetas
-    without = bowl.descend(Adam(bowl.ADAM_LR, eps=0.0), 100).thetas
+    eps = torch_adam_defaults()["eps"]
+    with_eps = torch_path(torch_adam(lr=bowl.ADAM_LR), 100)
+    without = torch_path(torch_adam(lr=bowl.ADAM_LR, eps=0.0), 100)
     diff = max_abs_diff(with_eps, without)
     claim.check('default_eps', eps)
     claim.record("bowl_path_diff_eps_vs_0_100_steps", diff)
     # the first step for any gradient of 1e-3 or more moves by at most eps/|g| = 1e-5
-    first = bowl.fig71_eps(eps_values=(eps, 0.0), grads=np.logspace(-3, 2, 11))
+    grads = np.logspace(-3, 2, 11)
+    first = {e: torch_first_step(torch_adam(lr=1e-3, **kw), grads)
+             for e, kw in ((eps, {}), (0.0, {"eps": 0.0}))}
     rel = float(np.max(np.abs(first[eps] / first[0.0] - 1.0)))
     claim.record("first_step_rel_change_g_ge_1e-3", rel)
     # control: a large epsilon is not negligible on the same bowl
-    big = max_abs_diff(bowl.descend(Adam(bowl.ADAM_LR, eps=1.0), 100).thetas, without)
+    big = max_abs_diff(torch_path(torch_adam(lr=bowl.ADAM_LR, eps=1.0), 100), without)
     claim.record("control_eps_1_path_diff", big)
     assert diff < 1e-6 and rel < 1e-5
     assert big > 0.1
 
 
+@control("ADAM-05", what="torch's Adam defaults epsilon to 1e-4, ten thousand times the "
+                         "printed 1e-8", moves=("default_eps",))
+def default_eps_1e_4(mp):
+    _with_defaults(mp, torch.optim.Adam.__init__, eps=1e-4)
+
+
 @pytest.mark.claim("ADAM-06")
 def test_a_large_epsilon_makes_the_first_step_proportional_to_the_gradient(claim):
-    panel = bowl.fig71_eps()
-    g, lr = panel["grad"], 1e-3
+    # Fig. 71 right: the first step at lr 1e-3 against the gradient, 1e-12 to 1e2
+    g, lr = np.logspace(-12, 2, 57), 1e-3
+    panel = {eps: -torch_first_step(torch_adam(lr=lr, eps=eps), g) for eps in bowl.EPS_PANEL}
+    panel["sgd"] = -torch_first_step(torch_sgd(lr=lr), g)
     for eps in bowl.EPS_PANEL:
         claim.record(f"first_step_eps_{eps:g}", panel[eps].tolist())
     claim.record("grad", g.tolist())
@@ -236,8 +337,7 @@ def test_a_large_epsilon_makes_the_first_step_proportional_to_the_gradient(claim
        sign=st.sampled_from([-1.0, 1.0]), eps=st.sampled_from([1e-4, 1e-2, 0.1, 1.0]))
 def test_below_epsilon_adam_steps_like_sgd_with_lr_over_epsilon(claim, ratio, sign, eps):
     lr, g = 1e-3, sign * ratio * eps          # any gradient from 1e-10 eps to 0.1 eps
-    opt = Adam(lr, eps=eps)
-    step = -opt.step(np.zeros(1), np.array([g]), opt.init(np.zeros(1)))[0][0]
+    step = -torch_first_step(torch_adam(lr=lr, eps=eps), [g])[0]
     rel = abs(step / (lr * g / eps) - 1.0)
     # exactly lr g / (|g| + eps): within |g|/eps of lr g / eps, up to the step's rounding
     exact = lr * g / (abs(g) + eps)
@@ -248,19 +348,39 @@ def test_below_epsilon_adam_steps_like_sgd_with_lr_over_epsilon(claim, ratio, si
     assert rel <= abs(g) / eps + FIRST_STEP.bound(1.0)
 
 
+@control("ADAM-06", what="torch's Adam ignores the epsilon it is given and divides by "
+                         "sqrt(vhat) + 1e-8 whatever epsilon is asked for")
+def adam_ignores_its_eps(mp):
+    _constructed_with(mp, torch.optim.Adam, lambda a: a.update(eps=1e-8))
+
+
 # ------------------------------------------------------------------ ADAM-07 bias correction
 @pytest.mark.claim("ADAM-07")
 def test_without_bias_correction_the_first_step_is_3_2_times_lr(claim):
-    b1, b2 = torch_default_betas()
-    first = bowl.descend(Adam(bowl.ADAM_LR, bias_correction=False), 1).steps[0]
-    ratio = np.abs(first) / bowl.ADAM_LR
+    # torch's Adam after its first step on the bowl: the averages m1, v1 it keeps, and the step
+    # it took; the step without the correction is lr m1 / (sqrt(v1) + eps)
+    p = torch.tensor(bowl.START, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([p], lr=bowl.ADAM_LR)
+    g = bowl.HESSIAN @ np.array(bowl.START)
+    p.grad = torch.tensor(g)
+    opt.step()
+    (b1, b2), eps = opt.defaults["betas"], opt.defaults["eps"]
+    m1, v1 = (opt.state[p][k].numpy() for k in ("exp_avg", "exp_avg_sq"))
+    ratio = np.abs(m1 / (np.sqrt(v1) + eps))
     claim.record("first_step_over_lr", ratio.tolist())
     claim.check('ratio', float(ratio.max()))
-    claim.record("sqrt_v1_over_g", math.sqrt(1.0 - b2))
-    corrected = np.abs(bowl.descend(Adam(bowl.ADAM_LR), 1).steps[0]) / bowl.ADAM_LR
+    claim.record("sqrt_v1_over_g", (np.sqrt(v1) / np.abs(g)).tolist())
+    corrected = np.abs(p.detach().numpy() - np.array(bowl.START)) / bowl.ADAM_LR
     claim.record("with_correction", corrected.tolist())
+    assert np.allclose(np.sqrt(v1) / np.abs(g), math.sqrt(1.0 - b2), rtol=1e-6)
     assert np.allclose(ratio, (1.0 - b1) / math.sqrt(1.0 - b2), rtol=1e-6)
     assert np.allclose(corrected, 1.0, rtol=1e-6)
+
+
+@control("ADAM-07", what="torch's Adam leaves out the bias correction: it steps "
+                         "lr m / (sqrt(v) + eps)")
+def adam_without_bias_correction(mp):
+    _adam_update(mp, lambda m, v, t, b1, b2, eps: m / (v.sqrt() + eps))
 
 
 # ------------------------------------------------------------------ ADAM-08 invariance
@@ -276,33 +396,33 @@ def test_adam_is_invariant_to_a_diagonal_rescaling_of_the_gradients(claim, c, st
     start = np.array(start) * np.array(signs)
     c = np.array(c)
     h = bowl.HESSIAN
-    opt = Adam(bowl.ADAM_LR, eps=0.0)     # eps is the one term that is not scale-free
-    plain = run(opt, lambda th, t: h @ th, start, 50).thetas
+    adam = torch_adam(lr=bowl.ADAM_LR, eps=0.0)     # eps is the one term that is not scale-free
+    plain = torch_path(adam, 50, start=start)
     # the same gradients, scaled per coordinate: every step is the same step
-    scaled = run(opt, lambda th, t: c * (h @ plain[t]), start, 50).thetas
+    scaled = torch_path(adam, 50, start=start, grad_fn=lambda th, t: c * (h @ plain[t]))
     lockstep_share(claim, plain, scaled, f"Adam with gradients scaled by {c}")
     # the scaled problem run on its own (its rounding then feeds back into its gradients)
-    own = run(opt, lambda th, t: c * (h @ th), start, 50).thetas
+    own = torch_path(adam, 50, start=start, grad_fn=lambda th, t: c * (h @ th))
     claim.record("max_rel_diff_scaled_vs_plain", max_abs_diff(plain, own) / np.max(np.abs(plain)),
                  reduce="max", note="the scaled problem on its own path")
     # ...while SGD's path changes with the scale (the control), unless c is almost (1, 1)
     if np.max(np.abs(np.log10(c))) > 0.1:
-        sgd = SGD(0.01)
-        assert max_abs_diff(run(sgd, lambda th, t: h @ th, start, 5).thetas,
-                            run(sgd, lambda th, t: c * (h @ th), start, 5).thetas) > 1e-6
+        sgd = torch_sgd(lr=0.01)
+        assert max_abs_diff(torch_path(sgd, 5, start=start),
+                            torch_path(sgd, 5, start=start, grad_fn=lambda th, t: c * (h @ th))
+                            ) > 1e-6
 
 
 @pytest.mark.claim("ADAM-08")
 def test_the_narrow_bowl_and_the_round_bowl_give_adam_the_same_path(claim):
     # dividing the steep coordinate's gradient by 40 turns the narrow bowl into a round one
-    opt = Adam(bowl.ADAM_LR, eps=0.0)
-    narrow = bowl.descend(opt, 100).thetas
-    round_ = run(opt, lambda th, t: th, np.array(bowl.START), 100).thetas
+    adam = torch_adam(lr=bowl.ADAM_LR, eps=0.0)
+    narrow = torch_path(adam, 100)
+    round_ = torch_path(adam, 100, h=np.eye(2))
     diff = max_abs_diff(narrow, round_)
     claim.record("max_abs_diff_narrow_vs_round", diff)
-    with_eps = max_abs_diff(bowl.descend(Adam(bowl.ADAM_LR), 100).thetas,
-                            run(Adam(bowl.ADAM_LR), lambda th, t: th, np.array(bowl.START),
-                                100).thetas)
+    default = torch_adam(lr=bowl.ADAM_LR)
+    with_eps = max_abs_diff(torch_path(default, 100), torch_path(default, 100, h=np.eye(2)))
     claim.record("same_with_default_eps", with_eps)
     assert diff <= 1e-12
 
@@ -310,7 +430,9 @@ def test_the_narrow_bowl_and_the_round_bowl_give_adam_the_same_path(claim):
 # ------------------------------------------------------------------ ADAM-09 Fig. 70 left
 @pytest.mark.claim("ADAM-09")
 def test_sgd_zigzags_momentum_swings_and_adam_moves_diagonally(claim):
-    paths = bowl.fig70_paths(60)
+    paths = {"sgd": torch_path(torch_sgd(lr=bowl.SGD_LR), 60),
+             "momentum": torch_path(torch_sgd(lr=bowl.MOMENTUM_LR, momentum=bowl.MOMENTUM), 60),
+             "adam": torch_path(torch_adam(lr=bowl.ADAM_LR), 60)}
     for name, p in paths.items():
         claim.record(f"path_{name}", p.tolist())
     crossings = {n: int(np.sum(np.diff(np.sign(p[:, 1])) != 0)) for n, p in paths.items()}
@@ -353,10 +475,19 @@ def test_the_reference_sgd_is_torch_and_optax_sgd(claim, library, momentum, lr):
         assert max_abs_diff(ref, damp) > 1e-3
 
 
+@control("ADAM-02", "ADAM-09", what="torch's Adam does not divide by the root of v: it steps "
+                                    "lr times the bias-corrected momentum, as momentum SGD does")
+def adam_steps_like_momentum_sgd(mp):
+    _adam_update(mp, lambda m, v, t, b1, b2, eps: m / (1 - b1 ** t))
+
+
 # ------------------------------------------------------------------ ADAM-10 beta1
 @pytest.mark.claim("ADAM-10")
 def test_beta1_0_99_overshoots_to_5_3_against_0_0011_at_the_default(claim):
-    runs = bowl.fig70_beta1((0.0, 0.9, 0.99), 100)
+    runs = {}
+    for b1, kw in ((0.0, {"betas": (0.0, 0.999)}), (0.9, {}), (0.99, {"betas": (0.99, 0.999)})):
+        path = torch_path(torch_adam(lr=bowl.ADAM_LR, **kw), 100)     # 0.9: torch's default
+        runs[b1] = {"path": path, "loss": bowl.loss(path)}
     for b1, r in runs.items():
         claim.record(f"loss_curve_beta1_{b1:g}", r["loss"].tolist())
     default, heavy = runs[0.9]["loss"][100], runs[0.99]["loss"][100]
@@ -372,7 +503,7 @@ def test_beta1_0_99_overshoots_to_5_3_against_0_0011_at_the_default(claim):
 # ------------------------------------------------------------------ ADAM-11 lr
 @pytest.mark.claim("ADAM-11")
 def test_after_300_steps_lr_0_01_is_1_6_away_while_lr_0_1_is_at_7e_7(claim):
-    dist = bowl.fig70_lr((0.01, 0.1, 0.5), 300)
+    dist = {lr: bowl.distance(torch_path(torch_adam(lr=lr), 300)) for lr in (0.01, 0.1, 0.5)}
     for lr, d in dist.items():
         claim.record(f"distance_lr_{lr:g}", d.tolist())
     claim.check('distance_300_lr_0.01', dist[0.01][300])
@@ -381,10 +512,22 @@ def test_after_300_steps_lr_0_01_is_1_6_away_while_lr_0_1_is_at_7e_7(claim):
     assert dist[0.01][300] > 1.0 and dist[0.1][300] < 1e-5
 
 
+@control("ADAM-11", what="torch's Adam steps with a tenth of the learning rate it is given")
+def adam_steps_a_tenth_of_its_lr(mp):
+    _constructed_with(mp, torch.optim.Adam, lambda a: a.update(lr=a["lr"] / 10))
+
+
 # ------------------------------------------------------------------ ADAM-12/15 first steps
+def step_sizes(steps: int) -> dict[str, np.ndarray]:
+    """Fig. 71 left: |theta_k - theta_k-1| per coordinate, (steps, 2), of torch's Adam at lr
+    0.1 and SGD at lr 0.045 on the bowl."""
+    return {"adam": np.abs(np.diff(torch_path(torch_adam(lr=bowl.ADAM_LR), steps), axis=0)),
+            "sgd": np.abs(np.diff(torch_path(torch_sgd(lr=bowl.SGD_LR), steps), axis=0))}
+
+
 @pytest.mark.claim("ADAM-12")
 def test_sgd_first_step_is_2_7_and_0_18_while_adams_is_lr_in_both(claim):
-    sizes = bowl.fig71_step_sizes(1)
+    sizes = step_sizes(1)
     sgd, adam = sizes["sgd"][0], sizes["adam"][0]
     claim.check('sgd_first_step_steep', sgd[1])
     claim.check('sgd_first_step_shallow', sgd[0])
@@ -396,7 +539,7 @@ def test_sgd_first_step_is_2_7_and_0_18_while_adams_is_lr_in_both(claim):
 
 @pytest.mark.claim("ADAM-15")
 def test_adams_steps_start_equal_while_sgds_differ_fifteenfold(claim):
-    sizes = bowl.fig71_step_sizes(60)
+    sizes = step_sizes(60)
     for name, s in sizes.items():
         claim.record(f"step_sizes_{name}_shallow", s[:, 0].tolist())
         claim.record(f"step_sizes_{name}_steep", s[:, 1].tolist())
@@ -411,13 +554,18 @@ def test_adams_steps_start_equal_while_sgds_differ_fifteenfold(claim):
 
 
 # ------------------------------------------------------------------ ADAM-14 rotation
+def rotated_loss(deg: float) -> float:
+    """torch's Adam's loss after 100 steps at lr 0.1 on the bowl rotated by ``deg``."""
+    h = bowl.hessian(deg)
+    return float(bowl.loss(torch_path(torch_adam(lr=bowl.ADAM_LR), 100, h=h)[-1], h))
+
+
 @pytest.mark.claim("ADAM-14")
 def test_rotating_the_bowl_45_degrees_raises_adams_loss_to_1_1(claim):
-    straight = float(bowl.fig70_beta1((0.9,), 100)[0.9]["loss"][100])
-    rotated = bowl.rotated_loss(45.0)
+    straight, rotated = rotated_loss(0.0), rotated_loss(45.0)
     claim.check('loss_100_axis_aligned', straight)
     claim.check('loss_100_rotated_45', rotated)
-    claim.record("loss_100_rotated_minus_45", bowl.rotated_loss(-45.0))
+    claim.record("loss_100_rotated_minus_45", rotated_loss(-45.0))
     assert rotated > 100 * straight
 
 
@@ -428,9 +576,9 @@ def test_adam_is_not_invariant_to_rotations(claim, deg, start):
     # SGD's path rotates with the problem; Adam's does not (the invariance is per coordinate)
     r, h = bowl.rotation(deg), bowl.hessian(deg)
     start = np.array(start)
-    for opt, same in ((SGD(0.02), True), (Adam(bowl.ADAM_LR), False)):
-        base = run(opt, lambda th, t: bowl.HESSIAN @ th, start, 30).thetas
-        turned = run(opt, lambda th, t: h @ th, r @ start, 30).thetas
+    for opt, same in ((torch_sgd(lr=0.02), True), (torch_adam(lr=bowl.ADAM_LR), False)):
+        base = torch_path(opt, 30, start=start)
+        turned = torch_path(opt, 30, h=h, start=r @ start)
         diff = max_abs_diff(turned, base @ r.T)
         if same:
             # SGD at lr 0.02 is a contraction on both bowls (|1 - 0.02 x 40| < 1), so the
@@ -441,10 +589,23 @@ def test_adam_is_not_invariant_to_rotations(claim, deg, start):
             assert diff > 1e-3
 
 
+@control("ADAM-08", "ADAM-12", "ADAM-14", "ADAM-15",
+         what="torch's Adam gives all coordinates one step size: it divides by the root of the "
+              "mean of vhat over the coordinates, not by each coordinate's own")
+def adam_shares_one_step_size(mp):
+    _adam_update(mp, lambda m, v, t, b1, b2, eps:
+                 (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).mean().sqrt() + eps))
+
+
 # ------------------------------------------------------------------ ADAM-16 beta2
 @pytest.mark.claim("ADAM-16")
 def test_after_a_100_fold_gradient_drop_beta2_0_999_collapses_60_fold_and_0_9_recovers(claim):
-    series = bowl.fig71_beta2((0.9, 0.99, 0.999), 600)
+    # protocol §9: one coordinate at lr 1, gradient 1 for steps 0-199 then 0.01; |step| / lr
+    series = {b2: np.abs(np.diff(torch_path(torch_adam(lr=1.0, betas=(0.9, b2)), 600,
+                                            start=(0.0,),
+                                            grad_fn=lambda th, t: bowl.dropping_gradient(t)),
+                                 axis=0)[:, 0])
+              for b2 in (0.9, 0.99, 0.999)}
     for b2, s in series.items():
         claim.record(f"step_over_lr_beta2_{b2:g}", s.tolist())
     at = 250                                  # the figure's summary index (protocol §9)
@@ -463,6 +624,12 @@ def test_after_a_100_fold_gradient_drop_beta2_0_999_collapses_60_fold_and_0_9_re
     assert np.all((slow[at:] > 1 / 100) & (slow[at:] < 1 / 40))
     assert 0.15 <= fast[200:].min() <= 0.25
     assert bottom < first_back <= 100
+
+
+@control("ADAM-10", "ADAM-16", what="torch's Adam ignores the betas it is given and averages "
+                                    "with its defaults, 0.9 and 0.999")
+def adam_ignores_its_betas(mp):
+    _constructed_with(mp, torch.optim.Adam, lambda a: a.update(betas=(0.9, 0.999)))
 
 
 # ------------------------------------------------------------------ ADAM-17/18/19 AdamW
@@ -496,6 +663,13 @@ def test_an_l2_penalty_is_weight_decay_for_sgd(claim, lam, lr, start):
     assert max_abs_diff(in_loss, run(SGD(lr), lambda th, t: h @ th, start, 20).thetas) > 0
 
 
+@control("ADAM-17", what="torch's SGD shrinks the weights by twice the weight_decay it is given, "
+                         "no longer what the L2 penalty does")
+def sgd_decays_twice_as_hard(mp):
+    _constructed_with(mp, torch.optim.SGD,
+                      lambda a: a.update(weight_decay=2 * a["weight_decay"]))
+
+
 @pytest.mark.claim("ADAM-18")
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lam=st.floats(1e-3, 0.1), lr=st.floats(1e-3, 0.05))
@@ -520,6 +694,12 @@ def test_for_adam_an_l2_penalty_is_not_weight_decay(claim, lam, lr):
                      grad_fn=lambda th, t: bowl.HESSIAN @ ref[t])
     lockstep_share(claim, tl2, ref, "torch's Adam(weight_decay) against the reference L2 Adam")
     assert max_abs_diff(tl2, refw) > 1e-9
+
+
+@control("ADAM-18", what="torch's Adam applies its weight_decay decoupled, outside the adaptive "
+                         "scaling, as AdamW does")
+def adam_decay_decoupled(mp):
+    _with_defaults(mp, torch.optim.Adam.__init__, decoupled_weight_decay=True)
 
 
 def ulps_bound(n: int = 4) -> float:
@@ -571,6 +751,18 @@ def test_adamw_decay_is_applied_outside_the_adaptive_scaling(claim, lam, lr, sca
     assert share <= 1, f"AdamW's decay {decay} against -lr lam theta {expected}: {share:.3g} of the bound"
 
 
+@control("ADAM-19", what="torch's AdamW and optax's adamw add the decay to the gradient, inside "
+                         "the adaptive scaling, as an L2 penalty does")
+def adamw_decay_coupled(mp):
+    import optax
+    adam = optax.adam
+    mp.setattr(torch.optim, "AdamW",
+               lambda params, lr=1e-3, weight_decay=1e-2, **kw:
+               torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, **kw))
+    mp.setattr(optax, "adamw", lambda learning_rate, weight_decay=1e-4, **kw: optax.chain(
+        optax.add_decayed_weights(weight_decay), adam(learning_rate, **kw)))
+
+
 # ------------------------------------------------------------------ ADAM-20..23 the defaults
 def default(fn, name):
     """A keyword's default as the installed library declares it (inspect.Parameter.empty
@@ -593,6 +785,12 @@ def test_torch_adam_and_optax_adam_share_beta1_beta2_and_eps(claim):
     assert torch_vals == optax_vals == (0.9, 0.999, 1e-8)
 
 
+@control("ADAM-20", what="optax's adam defaults b2 to 0.99, no longer torch's 0.999")
+def optax_default_b2_0_99(mp):
+    import optax
+    _with_defaults(mp, optax.adam, b2=0.99)
+
+
 @pytest.mark.claim("ADAM-21")
 def test_torch_defaults_adams_lr_to_1e_3_and_optax_requires_one(claim):
     import optax
@@ -603,6 +801,11 @@ def test_torch_defaults_adams_lr_to_1e_3_and_optax_requires_one(claim):
     with pytest.raises(TypeError, match="learning_rate"):
         optax.adam()
     assert lr == 1e-3 and required
+
+
+@control("ADAM-21", what="torch's Adam defaults its learning rate to 1e-2")
+def torch_default_lr_1e_2(mp):
+    _with_defaults(mp, torch.optim.Adam.__init__, lr=1e-2)
 
 
 @pytest.mark.claim("ADAM-22")
@@ -650,6 +853,11 @@ def test_porting_adamw_with_default_arguments_changes_the_decay_100x_silently(cl
     assert not caught
 
 
+@control("ADAM-22", "ADAM-23", what="torch's AdamW defaults its weight decay to optax's 1e-4")
+def torch_adamw_decay_set_to_optax(mp):
+    _with_defaults(mp, torch.optim.AdamW.__init__, weight_decay=1e-4)
+
+
 # ------------------------------------------------------------------ ADAM-24 state
 @pytest.mark.claim("ADAM-24")
 @pytest.mark.parametrize("library", ["torch", "optax"])
@@ -693,3 +901,12 @@ def test_adam_keeps_two_parameter_sized_tensors_per_parameter(claim, library):
     claim.check('tensors_per_parameter', max(counts.values()))
     # nuance (catalogue): torch also keeps a 0-d `step` per parameter, optax one shared count
     assert all(n == 2 for n in counts.values())
+
+
+@control("ADAM-24", what="torch's Adam and optax's adam keep a third parameter-sized tensor, "
+                         "the running maximum of v (AMSGrad), by default")
+def adam_keeps_the_max_of_v(mp):
+    import optax
+    amsgrad = optax.amsgrad
+    _with_defaults(mp, torch.optim.Adam.__init__, amsgrad=True)
+    mp.setattr(optax, "adam", lambda learning_rate, **kw: amsgrad(learning_rate, **kw))

@@ -14,7 +14,9 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
+from support.harness.controls import control
 from support.lab import experiments
 from support.lab.train_torch import baseline_rmse
 
@@ -110,3 +112,21 @@ def test_a_seed_that_survived_lr_1_does_not_mean_the_next_one_will(claim, sgd):
     pairs = [s for s in range(5) if survived[s] and not survived[s + 1]]
     claim.record("seeds that survived followed by one that did not", pairs)
     assert pairs
+
+
+@control("LR-01", "LR-02", "LR-03", "LR-04", "LR-05", "LR-06", "LR-07",
+         what="torch.optim.SGD steps with a tenth of the learning rate it is given",
+         scope="process")
+def sgd_steps_a_tenth_of_its_lr(mp):
+    real = torch.optim.SGD.step
+
+    def step(self, *args, **kwargs):
+        given = [g["lr"] for g in self.param_groups]
+        for g in self.param_groups:
+            g["lr"] = g["lr"] / 10
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            for g, lr in zip(self.param_groups, given):
+                g["lr"] = lr
+    mp.setattr(torch.optim.SGD, "step", step)

@@ -15,6 +15,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
+from support.harness.controls import control
 from support.spec import error_models
 from support.lab.jaxutil import x64
 
@@ -82,20 +83,17 @@ def _f(w, x):
     return jnp.sin(w @ x) * jnp.sum(w ** 2)
 
 
-@pytest.fixture(scope="module")
-def composed():
-    # the composition under test, and the one-example gradient it must equal (jitted alone so
-    # the reference is not 240 eager differentiations)
-    return jax.jit(jax.vmap(jax.grad(_f), in_axes=(None, 0))), jax.jit(jax.grad(_f))
-
-
 @pytest.mark.claim("JAX-15")
-def test_grad_vmap_and_jit_compose(claim, composed):
+def test_grad_vmap_and_jit_compose(claim):
+    # the composition under test, and the one-example gradient it must equal (jitted alone so
+    # the reference is not 240 eager differentiations), built once for all the examples
+    batched = jax.jit(jax.vmap(jax.grad(_f), in_axes=(None, 0)))
+    one = jax.jit(jax.grad(_f))
+
     @given(st.integers(0, 2**32 - 1))
     def prop(seed):
         rng = np.random.default_rng(seed)
         w, X = rng.normal(size=3), rng.normal(size=(6, 3))
-        batched, one = composed
         with x64():
             got = np.asarray(batched(w, X))
             want = np.stack([np.asarray(one(w, x)) for x in X])
@@ -116,6 +114,13 @@ def test_grad_vmap_and_jit_compose(claim, composed):
     claim.check("share_of_rounding_bound", claim.measurements["share_of_rounding_bound"]["value"])
 
 
+@control("JAX-06", "JAX-08", "JAX-15", what="jax.vmap hands back the examples' results in "
+                                            "reverse order")
+def vmap_reverses_the_batch(mp):
+    real = jax.vmap
+    mp.setattr(jax, "vmap", lambda fun, *a, **kw: (lambda *args: real(fun, *a, **kw)(*args)[::-1]))
+
+
 @pytest.mark.claim("JAX-12")
 def test_jax_places_arrays_on_its_default_device(claim):
     devs = jax.devices()
@@ -129,13 +134,35 @@ def test_jax_places_arrays_on_its_default_device(claim):
         assert devs[0].platform == "gpu"          # the first GPU when one is visible
 
 
+@control("JAX-12", what="with two CPU devices, JAX places new arrays on the second one rather "
+                        "than the first that jax.devices() lists", scope="process")
+def arrays_land_on_the_second_device(mp):
+    # the number of host devices is fixed when a backend starts (collection may have started
+    # one already, asking for the device table): start it again with two
+    import jax.extend.backend
+    jax.extend.backend.clear_backends()
+    jax.config.update("jax_num_cpu_devices", 2)
+    jax.config.update("jax_default_device", jax.devices()[1])
+
+
 @pytest.mark.claim("JAX-13")
 def test_block_until_ready_waits_for_the_result(claim):
-    x = jnp.ones((256, 256))
-    y = x @ x
+    x = jnp.ones((1024, 1024))
+    (x @ x).block_until_ready()                   # compiled once, outside what is observed
+    y = x @ x                                     # dispatched: about 20 ms of work on a CPU
+    at_dispatch = y.is_ready()
     out = y.block_until_ready()
+    ready = y.is_ready()
     claim.record('returns_the_array', out is y)
-    assert out is y and float(out[0, 0]) == 256.0
+    claim.record("ready_when_dispatched", at_dispatch)
+    claim.record("ready_when_block_until_ready_returned", ready)
+    assert out is y and ready, "block_until_ready returned before the result was ready"
+    assert float(out[0, 0]) == 1024.0
+
+
+@control("JAX-13", what="block_until_ready returns at once, without waiting for the result")
+def block_until_ready_does_not_wait(mp):
+    mp.setattr(type(jnp.zeros(())), "block_until_ready", lambda self: self)
 
 
 @pytest.mark.claim("FW-07")

@@ -11,10 +11,13 @@ every shared result computed afresh and kept nowhere meanwhile
 (:func:`support.lab.cache.isolated`). A process-scope control is applied once, when
 collection is done and before any test or fixture runs, and never undone: its session is a
 process of its own (``python -m support controls`` starts one per such control, with an
-empty result cache). Either way each record carries the control's name, and the variant id a
-test's figures are looked up by stays the test's own.
+empty result cache), where the shared experiments train too rather than in a pool of spawned
+processes the patch would not reach. Either way each record carries the control's name, and
+the variant id a test's figures are looked up by stays the test's own.
 """
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -119,7 +122,11 @@ def pytest_collection_finish(session):
     wanted = _wanted(session.config)
     if not wanted:
         return
-    for c in wanted:
-        if c.scope == "process":
-            # never undone: this session is the control's own process
-            c.apply(pytest.MonkeyPatch())
+    process = [c for c in wanted if c.scope == "process"]
+    if process:
+        # the shared experiments train in a pool of spawned processes, which a patch made
+        # here never reaches: under a process-scope control they train in this process
+        os.environ["LECTURE11_WORKERS"] = "1"
+    for c in process:
+        # never undone: this session is the control's own process
+        c.apply(pytest.MonkeyPatch())

@@ -177,3 +177,19 @@ def test_a_shared_result_is_computed_afresh_and_kept_nowhere_under_a_control(tmp
                             folder=tmp_path) == "perturbed"
         store["k"] = "perturbed"
     assert store == {"k": "unperturbed"} and not list(tmp_path.glob("*.pkl"))
+
+
+def test_under_a_process_control_the_shared_experiments_train_where_the_patch_is(monkeypatch):
+    # a pool of spawned processes would train them with the library unpatched
+    from types import SimpleNamespace
+
+    from support.harness import control_options
+    from support.lab import experiments
+    applied = []
+    c = ctl.Control("p", ("XX-02",), "w", lambda mp: applied.append(1), scope="process")
+    monkeypatch.setattr(ctl, "CONTROLS", {"p": c})
+    monkeypatch.setenv("LECTURE11_WORKERS", "2")
+    opts = {"--control": ["p"], "--controls": False}
+    control_options.pytest_collection_finish(
+        SimpleNamespace(config=SimpleNamespace(getoption=opts.__getitem__)))
+    assert applied == [1] and experiments.workers() == 1
