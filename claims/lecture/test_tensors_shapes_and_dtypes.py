@@ -42,7 +42,7 @@ def test_jax_arrays_are_immutable(claim):
 
 
 @control("JAX-02", what="a jax.Array accepts x[0] = 1.0 without an error (and ignores it)")
-def item_assignment_accepted(mp):
+def jax_array_accepts_item_assignment(mp):
     mp.setattr(type(jnp.zeros(1)), "__setitem__", lambda self, index, value: None)
 
 

@@ -207,7 +207,7 @@ def test_manual_sgd_step_under_no_grad_is_not_recorded(claim):
 
 @control("ACC-07", what="torch.no_grad() does not switch the tape off, so the manual step on "
                         "the leaf w is recorded")
-def no_grad_keeps_recording(mp):
+def sheet_no_grad_keeps_recording(mp):
     mp.setattr(torch, "no_grad", contextlib.nullcontext)
 
 

@@ -301,3 +301,19 @@ print("ok")
                          text=True, timeout=300)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
     assert "needs matplotlib" in out.stderr
+
+
+def test_every_control_names_registry_claims_and_says_what_it_perturbs(registry):
+    """Negative controls (support/harness/controls.py): importing every claim module
+    registers them (two of one name refuse to load); each names claims of the registry and
+    a perturbation in words, and a claim the registry excuses from controls says why."""
+    from support.harness import controls
+    found = controls.discover()
+    assert found, "no negative control found under claims/"
+    for c in found.values():
+        assert set(c.claims) <= set(registry), f"{c.name}: unknown claims {c.claims}"
+        assert len(c.what.split()) >= 4, f"{c.name}: say in words what it perturbs"
+        assert c.scope in controls.SCOPES
+    for cid, claim in registry.items():
+        if claim.control_reason:
+            assert len(claim.control_reason.split()) >= 6, cid
