@@ -314,6 +314,27 @@ def test_central_difference_error_is_v_shaped_in_the_step(claim, net):
     assert len(calls) == 2
 
 
+def record_sum_orders(claim, net) -> None:
+    """Which order each library's W @ x sums the four products of a row in, here, and the
+    notes' three figures with torch's W x summed in NumPy's order: the figures are rounding
+    of those sums, so they follow the CPU's kernels (AD-13)."""
+    import jax.numpy as jnp
+    W, x = np.asarray(net.W), np.asarray(net.x)
+    with x64():
+        orders = {"numpy": toy.sum_order(lambda W, x: W @ x, W, x),
+                  "torch": toy.sum_order(lambda W, x: (torch.tensor(W) @ torch.tensor(x)).numpy(),
+                                         W, x),
+                  "jax": toy.sum_order(lambda W, x: np.asarray(jnp.asarray(W) @ jnp.asarray(x)),
+                                       W, x)}
+    claim.record("order each library sums W x in", orders)
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    g_t, g_j = toy.torch_gradient(net, sums="halving"), toy.jax_gradient(net)
+    claim.record("torch's W x summed by halving: torch_vs_hand, jax_vs_hand, torch_vs_jax",
+                 [toy.max_abs_diff(g_t, hand), toy.max_abs_diff(g_j, hand),
+                  toy.max_abs_diff(g_t, g_j)],
+                 note="the same products, added (p0 + p2) + (p1 + p3) by torch itself")
+
+
 @pytest.mark.claim("AD-13")
 def test_autodiff_agrees_with_the_hand_gradient_in_float64(claim, net):
     hand = toy.hand_gradient(net.params, net.x, net.y)
@@ -322,9 +343,9 @@ def test_autodiff_agrees_with_the_hand_gradient_in_float64(claim, net):
     claim.check("torch_vs_hand", toy.max_abs_diff(g_t, hand))
     claim.check("jax_vs_hand", toy.max_abs_diff(g_j, hand))
     claim.check("torch_vs_jax", toy.max_abs_diff(g_t, g_j))
-    claim.note("The three figures are rounding-level and BLAS-dependent (protocol §4.1): here "
-               "numpy's W@x rounds differently from torch/XLA, so the hand gradient is the odd "
-               "one out, where the notes' run had JAX as the odd one out.")
+    # "4.4e-16, which is float64 epsilon"
+    claim.check("float64 epsilon", float(EPS64))
+    record_sum_orders(claim, net)
     # negative control: the same JAX gradient without x64 is nowhere near (DTYPE-12)
     assert toy.max_abs_diff(toy.jax_gradient(net, x64=False), hand) > 1e-10
 
@@ -356,6 +377,9 @@ def test_stray_python_floats_lift_the_error_to_about_1e_7(claim, net):
     careless = toy.max_abs_diff(toy.torch_gradient(net, careless=True), hand)
     claim.check('autodiff_error', clean, note="the figure puts the autodiff lines 'near 1e-17'; the body says 4.4e-16")
     claim.check('careless_error', careless)
+    claim.record("autodiff_error, torch's W x summed by halving",
+                 toy.max_abs_diff(toy.torch_gradient(net, sums="halving"), hand),
+                 note="NumPy's order on this machine (AD-13): the notes' 1.7e-18")
     assert clean < 1e-15
     assert 1e-8 <= careless <= 1e-6
 
