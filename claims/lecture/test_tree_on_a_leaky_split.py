@@ -63,12 +63,13 @@ def gain(tvn, a, b=None) -> tuple[float, float]:
     return g - k, float(np.hypot(se_g, se_k))
 
 
-def check_gain(claim, name, value_se, unit="MPa"):
-    """A gain decided through its interval, +- 2 SE (the notes' significance rule): holds
-    when the whole interval lies beyond the bound, inconclusive while it straddles it."""
+def two_se(value_se) -> dict:
+    """``claim.check`` arguments deciding a gain through its interval, +- 2 SE (the notes'
+    significance rule): it holds when the whole interval lies beyond the bound, and is
+    inconclusive while the interval straddles it."""
     value, se = value_se
-    return claim.check(name, value, interval=(value - 2 * se, value + 2 * se), unit=unit,
-                       note=f"SE {se:.3f} MPa; interval +- 2 SE")
+    return {"value": value, "interval": (value - 2 * se, value + 2 * se), "unit": "MPa",
+            "note": f"SE {se:.3f} MPa; interval +- 2 SE"}
 
 
 def repeatability(data) -> float:
@@ -140,9 +141,9 @@ def test_both_models_lose_when_the_leak_closes_and_the_tree_more(claim, tvn):
     claim.check('HGB gain from the leak', gain(tvn, "hgb")[0], unit='MPa')
     claim.check('MLP gain from the leak', gain(tvn, "mlp")[0], unit='MPa')
     # the claim: both gain, the tree more, each beyond its noise
-    check_gain(claim, "HGB gain, +- 2 SE", gain(tvn, "hgb"))
-    check_gain(claim, "MLP gain, +- 2 SE", gain(tvn, "mlp"))
-    check_gain(claim, "HGB gain - MLP gain, +- 2 SE", gain(tvn, "hgb", "mlp"))
+    claim.check("HGB gain, +- 2 SE", **two_se(gain(tvn, "hgb")))
+    claim.check("MLP gain, +- 2 SE", **two_se(gain(tvn, "mlp")))
+    claim.check("HGB gain - MLP gain, +- 2 SE", **two_se(gain(tvn, "hgb", "mlp")))
     per_seed = [float((tvn["group"]["hgb"][s] - tvn["group"]["mlp"][s]).mean()
                       - (tvn["kfold"]["hgb"][s] - tvn["kfold"]["mlp"][s]).mean())
                 for s in range(5)]
@@ -163,7 +164,7 @@ def test_every_model_does_better_under_the_random_split(claim, bars, model):
     claim.check("runs per bar", g.size)
     claim.record("GroupKFold mean", float(g.mean()), unit="MPa")
     claim.record("KFold mean", float(k.mean()), unit="MPa")
-    check_gain(claim, "gain from the random split, +- 2 SE", gain(bars, model))
+    claim.check("gain from the random split, +- 2 SE", **two_se(gain(bars, model)))
 
 
 @pytest.mark.claim("SPLIT-06")
@@ -172,7 +173,7 @@ def test_the_gradient_boosting_bar_improves_most(claim, bars):
                  {m: round(gain(bars, m)[0], 3) for m in ("mean", "rf", "hgb", "mlp")},
                  unit="MPa")
     for other, label in (("mean", "mean"), ("rf", "RF"), ("mlp", "MLP")):
-        check_gain(claim, f"HGB gain - {label} gain, +- 2 SE", gain(bars, "hgb", other))
+        claim.check(f"HGB gain - {label} gain, +- 2 SE", **two_se(gain(bars, "hgb", other)))
 
 
 @pytest.mark.claim("SPLIT-07")
