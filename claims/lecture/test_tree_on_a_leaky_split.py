@@ -15,7 +15,10 @@ the training rows vs on all rows: 6.27 vs 6.23, difference -0.04 +- 0.06 (std dd
 sqrt(15)), "no measurable effect".
 
 All 50 + 30 networks are trained by ``support.lab.batched`` (stacked, each with its own seed's
-initialisation and shuffles; the same numbers as one-at-a-time ``train``).
+initialisation and shuffles; the same numbers as one-at-a-time ``train``); figure 68's random
+forest (300 trees, 25 runs per split) by ``support.lab.experiments.random_forests``. The
+directional claims (a model gains from the leak, the tree gains most) are decided through
++- 2 SE intervals, n counting distinct runs: the same rule as the notes' "significant".
 """
 from __future__ import annotations
 
