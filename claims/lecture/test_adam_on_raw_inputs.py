@@ -39,6 +39,22 @@ def curve(result):
     return [round(float(v), 3) for v in result.history]
 
 
+def relapse(values) -> float:
+    """The largest factor by which a curve later climbs back above a value it had reached:
+    max over t of max(later values) / value at t. 1 for a curve that never rises; a spike or
+    a wander shows as a large factor."""
+    logs = np.log(np.asarray(values, dtype=float))
+    later_max = np.maximum.accumulate(logs[::-1])[::-1]
+    return float(np.exp(np.max(later_max[1:] - logs[:-1])))
+
+
+def roughness(raw, smooth, rough) -> float:
+    """Where a curve's relapse sits between two references' on a log scale: 0 at the smooth
+    one's, 1 at the rough one's."""
+    a, b, c = (np.log(relapse(v)) for v in (raw, smooth, rough))
+    return float((a - b) / (c - b))
+
+
 @pytest.mark.claim("STORY-11")
 def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs):
     raw, fixed = runs["raw"], runs["fixed"]
@@ -61,6 +77,16 @@ def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs)
     claim.record("last 20 epochs, lowest and highest", [float(h[-20:].min()), float(h[-20:].max())], unit="MPa")
     assert loss[-1] < 0.2 * loss[0]
     assert 0.8 * raw.rmse <= h[-20:].min() and h[-20:].max() <= 1.25 * raw.rmse
+    # "smoothly ... a loss curve that looks like the textbook shape": its relapses are nearer
+    # the working loop's (scaled inputs) than those of the loop that forgot zero_grad, whose
+    # curve wanders (STORY-06)
+    broken = runs["no_zero_grad"]
+    for what, get in (("training loss", lambda r: r.train_loss),
+                      ("validation RMSE", lambda r: r.history)):
+        claim.record(f"largest relapse of the {what}: raw, working loop, no zero_grad",
+                     [round(relapse(get(r)), 3) for r in (raw, fixed, broken)])
+        claim.check(f"{what} roughness, working loop 0 to no zero_grad 1",
+                    roughness(get(raw), get(fixed), get(broken)))
 
 
 @pytest.mark.claim("STORY-12")

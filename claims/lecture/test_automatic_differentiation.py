@@ -314,6 +314,27 @@ def test_central_difference_error_is_v_shaped_in_the_step(claim, net):
     assert len(calls) == 2
 
 
+def record_sum_orders(claim, net) -> None:
+    """Which order each library's W @ x sums the four products of a row in, here, and the
+    notes' three figures with torch's W x summed in NumPy's order: the figures are rounding
+    of those sums, so they follow the CPU's kernels (AD-13)."""
+    import jax.numpy as jnp
+    W, x = np.asarray(net.W), np.asarray(net.x)
+    with x64():
+        orders = {"numpy": toy.sum_order(lambda W, x: W @ x, W, x),
+                  "torch": toy.sum_order(lambda W, x: (torch.tensor(W) @ torch.tensor(x)).numpy(),
+                                         W, x),
+                  "jax": toy.sum_order(lambda W, x: np.asarray(jnp.asarray(W) @ jnp.asarray(x)),
+                                       W, x)}
+    claim.record("order each library sums W x in", orders)
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    g_t, g_j = toy.torch_gradient(net, sums="halving"), toy.jax_gradient(net)
+    claim.record("torch's W x summed by halving: torch_vs_hand, jax_vs_hand, torch_vs_jax",
+                 [toy.max_abs_diff(g_t, hand), toy.max_abs_diff(g_j, hand),
+                  toy.max_abs_diff(g_t, g_j)],
+                 note="the same products, added (p0 + p2) + (p1 + p3) by torch itself")
+
+
 @pytest.mark.claim("AD-13")
 def test_autodiff_agrees_with_the_hand_gradient_in_float64(claim, net):
     hand = toy.hand_gradient(net.params, net.x, net.y)
@@ -322,9 +343,9 @@ def test_autodiff_agrees_with_the_hand_gradient_in_float64(claim, net):
     claim.check("torch_vs_hand", toy.max_abs_diff(g_t, hand))
     claim.check("jax_vs_hand", toy.max_abs_diff(g_j, hand))
     claim.check("torch_vs_jax", toy.max_abs_diff(g_t, g_j))
-    claim.note("The three figures are rounding-level and BLAS-dependent (protocol §4.1): here "
-               "numpy's W@x rounds differently from torch/XLA, so the hand gradient is the odd "
-               "one out, where the notes' run had JAX as the odd one out.")
+    # "4.4e-16, which is float64 epsilon"
+    claim.check("float64 epsilon", float(EPS64))
+    record_sum_orders(claim, net)
     # negative control: the same JAX gradient without x64 is nowhere near (DTYPE-12)
     assert toy.max_abs_diff(toy.jax_gradient(net, x64=False), hand) > 1e-10
 
@@ -356,6 +377,9 @@ def test_stray_python_floats_lift_the_error_to_about_1e_7(claim, net):
     careless = toy.max_abs_diff(toy.torch_gradient(net, careless=True), hand)
     claim.check('autodiff_error', clean, note="the figure puts the autodiff lines 'near 1e-17'; the body says 4.4e-16")
     claim.check('careless_error', careless)
+    claim.record("autodiff_error, torch's W x summed by halving",
+                 toy.max_abs_diff(toy.torch_gradient(net, sums="halving"), hand),
+                 note="NumPy's order on this machine (AD-13): the notes' 1.7e-18")
     assert clean < 1e-15
     assert 1e-8 <= careless <= 1e-6
 
@@ -434,37 +458,64 @@ def test_reverse_mode_memory_grows_linearly_with_depth(claim):
         model(torch.randn(batch, width))
 
 
-def _torch_case(op):
-    w = torch.tensor([0.3, -1.2, 2.5], requires_grad=True)
-    if op == "round":
-        out = torch.round(w * 3).sum()
-    elif op == "sign":
-        out = torch.sign(w).sum()
-    elif op == "threshold":
-        out = torch.where(w > 0, torch.ones_like(w), torch.zeros_like(w)).sum()
-    elif op == "heaviside":
-        out = torch.heaviside(w, torch.tensor(0.5, dtype=w.dtype)).sum()
-    elif op == "argmax":
-        out = torch.argmax(w).float()
-    elif op == "sampling":
+# the discrete steps of L:513, each in the toy network's place of tanh: z = Wx + b,
+# a = step(z), yhat = v . a + c. W and b reach the loss only through the step; v and c
+# directly, so backward() has a graph to walk and hands back a gradient for every parameter
+def _torch_step(op, z):
+    if op == "sampling":
         torch.manual_seed(0)
-        out = torch.bernoulli(torch.sigmoid(w)).sum()
-    out.backward()
-    return w.grad
+    return {"round": lambda: torch.round(z * 3),
+            "sign": lambda: torch.sign(z),
+            "threshold": lambda: torch.where(z > 0, torch.ones_like(z), torch.zeros_like(z)),
+            "heaviside": lambda: torch.heaviside(z, torch.tensor(0.5, dtype=z.dtype)),
+            "argmax": lambda: torch.nn.functional.one_hot(torch.argmax(z),
+                                                          z.numel()).to(z.dtype),
+            "sampling": lambda: torch.bernoulli(torch.sigmoid(z))}[op]()
 
 
-def _jax_case(op):
+def _jax_step(op, z):
     import jax
     import jax.numpy as jnp
-    w = jnp.array([0.3, -1.2, 2.5])
-    f = {"round": lambda w: jnp.round(w * 3).sum(),
-         "sign": lambda w: jnp.sign(w).sum(),
-         "threshold": lambda w: jnp.where(w > 0, 1.0, 0.0).sum(),
-         "heaviside": lambda w: jnp.heaviside(w, 0.5).sum(),
-         "argmax": lambda w: jnp.argmax(w).astype(jnp.float32),
-         "sampling": lambda w: jax.random.bernoulli(jax.random.key(0),
-                                                     jax.nn.sigmoid(w)).astype(jnp.float32).sum()}
-    return jax.grad(f[op])(w)
+    return {"round": lambda: jnp.round(z * 3),
+            "sign": lambda: jnp.sign(z),
+            "threshold": lambda: jnp.where(z > 0, 1.0, 0.0),
+            "heaviside": lambda: jnp.heaviside(z, 0.5),
+            "argmax": lambda: jax.nn.one_hot(jnp.argmax(z), z.size, dtype=z.dtype),
+            "sampling": lambda: jax.random.bernoulli(
+                jax.random.key(0), jax.nn.sigmoid(z)).astype(z.dtype)}[op]()
+
+
+def _torch_model(net, op, W=None):
+    """(loss, W.grad and b.grad as arrays or None) of the toy network with ``op`` for tanh."""
+    leaves = {k: torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=True)
+              for k, v in {**net.params, **({"W": W} if W is not None else {})}.items()}
+    x, y = torch.tensor(net.x), torch.tensor(net.y, dtype=torch.float64)
+    loss = (leaves["v"] @ _torch_step(op, leaves["W"] @ x + leaves["b"]) + leaves["c"] - y) ** 2
+    loss.backward()
+    grads = [None if leaves[k].grad is None else leaves[k].grad.numpy() for k in ("W", "b")]
+    return float(loss.detach()), grads
+
+
+def _jax_model(net, op, W=None):
+    import jax
+    from support.lab.jaxutil import x64 as x64_mode
+    with x64_mode():
+        params, x, y = toy.jax_args({**net.params, **({"W": W} if W is not None else {})},
+                                    net.x, net.y)
+
+        def loss(p):
+            return (p["v"] @ _jax_step(op, p["W"] @ x + p["b"]) + p["c"] - y) ** 2
+        value, g = jax.value_and_grad(loss)(params)
+        return float(value), [np.asarray(g[k]) for k in ("W", "b")]
+
+
+def _torch_step_alone(op):
+    """The literal case the suite used to test: a loss that depends on w only through the
+    step. torch then has no graph to walk for threshold and argmax (backward() raises)."""
+    w = torch.tensor([0.3, -1.2, 2.5], requires_grad=True)
+    out = _torch_step(op, w)
+    (out.sum() if out.dim() else out).backward()
+    return w.grad
 
 
 OPS = ["round", "sign", "threshold", "heaviside", "argmax", "sampling"]
@@ -473,22 +524,45 @@ OPS = ["round", "sign", "threshold", "heaviside", "argmax", "sampling"]
 @pytest.mark.claim("AD-19")
 @pytest.mark.parametrize("framework,op", [(f, o) for f in ("torch", "jax") for o in OPS],
                          ids=[f"{f}_{o}" for f in ("torch", "jax") for o in OPS])
-def test_non_differentiable_steps_return_silent_zero_gradients(claim, framework, op):
-    """'no framework will warn you that the gradient it handed back is uninformative'."""
+def test_non_differentiable_steps_return_silent_zero_gradients(claim, net, framework, op):
+    """'An argmax, a hard threshold or a discrete sampling step has zero or undefined
+    gradient, and no framework will warn you that the gradient it handed back is
+    uninformative rather than small': the step inside the toy network, where a gradient is
+    handed back for every parameter."""
+    model = _torch_model if framework == "torch" else _jax_model
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            g = (_torch_case if framework == "torch" else _jax_case)(op)
+            loss, (gW, gb) = model(net, op)
             raised = ""
-        except RuntimeError as exc:           # autograd complained instead
-            g, raised = None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        except RuntimeError as exc:           # autograd refused instead of handing one back
+            gW = gb = None
+            raised = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     claim.record("raised", raised or "no")
     claim.check('warnings', len(caught))
-    if g is not None:
-        claim.record("grad", np.asarray(g, dtype=np.float64).tolist())
+    if framework == "torch":
+        try:
+            _torch_step_alone(op)
+            alone = "no"
+        except RuntimeError as exc:
+            alone = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        claim.record("the loss through the step alone: raised", alone,
+                     note="w -> step(w) -> loss, no differentiable path beside the step")
     assert not raised, f"{framework} refused to differentiate {op}: {raised}"
+    given = {k: "none (not in the graph)" if g is None else np.asarray(g, np.float64).tolist()
+             for k, g in (("W", gW), ("b", gb))}
+    claim.record("gradient handed back for W and b", given)
     assert len(caught) == 0
-    assert np.all(np.asarray(g) == 0)
+    # uninformative: zero or absent, although the loss does depend on W
+    assert all(g is None or not np.any(g) for g in (gW, gb)), f"{op}: a non-zero gradient {given}"
+    W = np.asarray(net.W)
+    moved = [model(net, op, W=k * W)[0] for k in (-1, 10, -10)]
+    claim.record("loss at W, and at -W, 10 W and -10 W", [loss, *moved])
+    assert any(m != loss for m in moved), \
+        f"{op}: the loss does not depend on W here, so a zero gradient is right"
+    # the measurement can see a gradient: tanh in the same place gives a non-zero one
+    smooth = toy.torch_gradient(net) if framework == "torch" else toy.jax_gradient(net)
+    assert np.all(smooth["W"] != 0)
 
 
 # ------------------------------------------------------------ forward vs reverse mode memory

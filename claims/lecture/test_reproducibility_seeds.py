@@ -48,3 +48,32 @@ def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
     claim.record("runs (seed x fold)", np.round(mlp, 3).tolist(), unit="MPa")
     assert mlp.size == 25
     assert 6.0 <= mean <= 7.0 and 0.4 <= sd <= 0.9
+
+
+@pytest.mark.claim("RNG-14")
+def test_the_notes_comparisons_are_means_over_five_seeds_and_five_folds(claim):
+    """"...which is why the comparisons in these notes are means over five seeds and five
+    folds": the seeds and folds of every comparison the notes report, as the protocol runs
+    them (support/lab/experiments.py's jobs)."""
+    jobs = experiments._jobs()
+
+    def shape(specs):
+        return [len({s.seed for s in specs}), len({(s.scheme, s.fold) for s in specs})]
+    # the torch side of the torch-vs-JAX comparison is seeds 1-4 batched plus the stories'
+    # seed-0 run, the JAX side experiments.SEEDS_5, all on fold 0 (§8.2)
+    from support.lab.batched import Spec
+    torch_side = jobs["adam"][0] + [Spec(seed=0)]
+    comparisons = {
+        "tree against network, GroupKFold": shape(jobs["tvn-group"][0]),
+        "tree against network, KFold": shape(jobs["tvn-kfold"][0]),
+        "scaler fitted on all rows against the training rows":
+            shape([s for s in jobs["leak"][0] if not s.scaler_on_all]),
+        "PyTorch against JAX": [len(experiments.SEEDS_5), len({(s.scheme, s.fold) for s in torch_side})],
+    }
+    assert shape(torch_side)[0] == len(experiments.SEEDS_5)
+    claim.record("seeds, folds per comparison", comparisons)
+    family = [k for k in comparisons if k.startswith("tree")]
+    claim.record("the model-family comparisons are 5 x 5", all(comparisons[k] == [5, 5] for k in family))
+    other = {k: v for k, v in comparisons.items() if v != [5, 5]}
+    assert not other, ("not means over five seeds and five folds: "
+                       + "; ".join(f"{k}: {v[0]} seeds x {v[1]} folds" for k, v in other.items()))

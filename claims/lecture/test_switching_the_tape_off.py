@@ -344,3 +344,44 @@ def test_stop_gradient_passes_the_value_and_blocks_the_gradient(claim):
 def stop_gradient_passes_the_gradient(mp):
     import jax
     mp.setattr(jax.lax, "stop_gradient", lambda x: x)
+
+
+@pytest.mark.claim("JAX-01")
+def test_jax_records_nothing_unless_the_call_is_differentiated(claim):
+    """"Nothing is recorded unless the function is called under jax.grad, so an evaluation
+    pass is an ordinary function call": the arrays JAX holds after a plain call, against
+    after the same call under jax.vjp (the reverse pass jax.grad runs), read from
+    jax.live_arrays() on the CPU."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    def f(p, x):
+        return jnp.sum(p["v"] * jnp.tanh(p["W"] @ x + p["b"]))
+    rng = np.random.default_rng(0)
+    p = {"W": jnp.asarray(rng.normal(size=(64, 8)), jnp.float32), "b": jnp.zeros(64),
+         "v": jnp.asarray(rng.normal(size=64), jnp.float32)}
+    x = jnp.asarray(rng.normal(size=8), jnp.float32)
+
+    def new_arrays(call):
+        """The arrays alive after ``call()`` (its results kept) that were not before."""
+        call()                                   # constants and compiled kernels settle first
+        gc.collect()
+        before = {id(a) for a in jax.live_arrays()}
+        kept = call()
+        gc.collect()
+        new = [a for a in jax.live_arrays() if id(a) not in before]
+        del kept
+        return new
+
+    plain = new_arrays(lambda: f(p, x))
+    under_vjp = new_arrays(lambda: jax.vjp(lambda q: f(q, x), p))
+    grads = new_arrays(lambda: jax.grad(f)(p, x))
+    claim.check("arrays a plain call keeps beyond its output", len(plain) - 1)
+    claim.check("arrays jax.vjp keeps for the backward pass", len(under_vjp) - 1,
+                note="beyond its output: the residuals its pullback closes over")
+    claim.record("their shapes", [list(a.shape) for a in under_vjp])
+    claim.record("arrays a jax.grad call leaves", len(grads),
+                 note="the gradient of each parameter, nothing else")
+    assert len(plain) == 1 and plain[0].shape == ()
+    assert len(grads) == len(p)

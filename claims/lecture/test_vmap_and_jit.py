@@ -16,8 +16,9 @@ import torch
 from hypothesis import given, strategies as st
 
 from support.harness.controls import control
-from support.spec import error_models
 from support.lab.jaxutil import x64
+from support.lab.train_torch import mlp
+from support.spec import error_models
 
 
 def predict_one(params, x):
@@ -182,3 +183,68 @@ def test_torch_func_transforms_exist_and_match_autograd(claim):
     assert all(present.values())
     assert diff <= 1e-12
     assert torch.allclose(per_row.reshape(-1), torch.sin(x) + x * torch.cos(x))
+
+
+class _ChainModel(torch.nn.Module):
+    """A model with a chain of elementwise ops between its two layers (JIT-17's chain as the
+    activation): what a compiler can fuse."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.out = torch.nn.Linear(8, 64), torch.nn.Linear(64, 1)
+
+    def forward(self, x):
+        h = self.inp(x)
+        h = torch.tanh(h) * torch.exp(-h ** 2) + torch.sin(h) - torch.sqrt(torch.abs(h))
+        return self.out(h)
+
+
+def _compiled_kernels(model, x):
+    """(eager output, compiled output, Inductor's generated kernels, the aten operators an
+    eager forward dispatches): torch.compile's CPU backend writes C++ kernels named
+    ``cpp_fused_<ops>_<n>``, read from the code it generated."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+    torch._dynamo.reset()
+    compiled, code = run_and_get_code(torch.compile(model), x)
+    with Ops() as ops:
+        eager = model(x)
+    kernels = sorted({k for c in code for k in re.findall(r"\bcpp_fused_\w+", c)})
+    return eager, compiled, kernels, ops.names
+
+
+@pytest.mark.slow
+@pytest.mark.claim("FW-07")
+def test_torch_compile_compiles_a_model_into_fused_kernels(claim):
+    """"torch.compile compiles a model into fused kernels": on a CPU its backend (Inductor)
+    generates C++ and builds it with the system's compiler."""
+    import shutil
+    if not any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
+        pytest.skip("torch.compile's CPU backend (Inductor) builds C++: no C++ compiler on PATH")
+    torch.manual_seed(0)
+    x = torch.randn(64, 8)
+    with torch.no_grad():
+        eager, compiled, kernels, ops = _compiled_kernels(_ChainModel(), x)
+        # the other reading: the notes' own MLP, whose only elementwise ops are its two
+        # ReLUs, each between two matrix products (which go to a BLAS call, not a kernel)
+        _, _, mlp_kernels, _ = _compiled_kernels(mlp(), x)
+    elementwise = [o for o in ops if o not in ("aten.addmm", "aten.mm", "aten.t", "aten.view")]
+    claim.record("generated kernels", kernels)
+    claim.record("eager elementwise operators", elementwise)
+    assert kernels, "torch.compile generated no kernel"
+    claim.check("eager ops per generated kernel", len(elementwise) / len(kernels),
+                note="the model's elementwise operators, dispatched one by one eagerly, over "
+                     "the kernels Inductor generated for them")
+    claim.record("generated kernels, the notes' 8-64-64-1 MLP", mlp_kernels)
+    torch.testing.assert_close(compiled, eager)

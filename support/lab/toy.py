@@ -17,11 +17,19 @@ float64 NumPy arrays (``c`` 0-d):
   notes' chain rule (dL/dr = 2r, dL/dyhat = dL/dr, dL/da = dL/dyhat v, dL/dz = dL/da (1-a^2),
   dL/dW = dL/dz x^T, dL/db = dL/dz, dL/dv = dL/dyhat a, dL/dc = dL/dyhat). Works for any
   sizes.
-* ``torch_loss(toy_or_params, x=None, y=None, careless=False) -> (loss, leaves)``: the loss
+* ``torch_loss(toy_or_params, x=None, y=None, careless=False, sums="library") -> (loss,
+  leaves)``: the loss
   as a torch float64 graph with leaves W, b, v, c requiring grad. ``careless=True`` is the
   notes' dtype bug (§5): c and y pass through ``torch.tensor(python float)`` and become
   float32.
-* ``torch_gradient(toy, careless=False) -> dict``: gradient from ``backward()``.
+* ``torch_gradient(toy, careless=False, sums="library") -> dict``: gradient from
+  ``backward()``. ``sums="halving"`` forms W x from torch's own products and additions in
+  a fixed order instead of ``W @ x``: each row's products, the upper half added onto the
+  lower half until one is left ((p0 + p2) + (p1 + p3) for four inputs), the order a SIMD
+  matrix-vector kernel reduces its lanes in. The values are the same; only the rounding of
+  the sums can differ (AD-13).
+* ``sum_order(matvec, W, x) -> str``: which order a matrix-vector product's sums follow on
+  this machine: ``"in order"``, ``"halving"`` or ``"other"``.
 * ``jax_loss(params, x, y)``: the loss in jax.numpy (pure; for grad / make_jaxpr).
 * ``jax_args(toy) -> (params, x, y)``: jax arrays with strong dtypes (y not weak-typed),
   as the notes' jaxpr listing has them; call inside ``x64()`` for float64.
@@ -106,7 +114,41 @@ def _split(toy_or_params, x, y):
     return toy_or_params, x, y
 
 
-def torch_loss(toy_or_params, x=None, y=None, careless: bool = False):
+def _halving(products, add):
+    """Sum the last axis of ``products`` by adding its upper half onto its lower half."""
+    while products.shape[-1] > 1:
+        h = products.shape[-1] // 2
+        head = add(products[..., :h], products[..., h:2 * h])
+        products = head if products.shape[-1] % 2 == 0 else _cat(head, products[..., 2 * h:])
+    return products[..., 0]
+
+
+def _cat(a, b):
+    import torch
+    return torch.cat([a, b], dim=-1) if isinstance(a, torch.Tensor) else np.concatenate([a, b], -1)
+
+
+def _in_order(products, add):
+    total = products[..., 0]
+    for j in range(1, products.shape[-1]):
+        total = add(total, products[..., j])
+    return total
+
+
+def sum_order(matvec, W, x) -> str:
+    """Which order ``matvec(W, x)`` (a library's W @ x) sums each row's products in:
+    ``"in order"`` (left to right), ``"halving"`` (see ``torch_gradient``) or ``"other"``;
+    W and x are float64 NumPy arrays and ``matvec`` returns one."""
+    got = np.asarray(matvec(W, x), dtype=np.float64)
+    products = np.asarray(W, dtype=np.float64) * np.asarray(x, dtype=np.float64)
+    add = np.add
+    for name, order in (("in order", _in_order), ("halving", _halving)):
+        if np.array_equal(got, order(products, add)):
+            return name
+    return "other"
+
+
+def torch_loss(toy_or_params, x=None, y=None, careless: bool = False, sums: str = "library"):
     """(loss, leaves): the toy loss as a torch graph; see the module docstring."""
     import torch
     params, x, y = _split(toy_or_params, x, y)
@@ -121,15 +163,22 @@ def torch_loss(toy_or_params, x=None, y=None, careless: bool = False):
     else:
         c = torch.tensor(float(params["c"]), dtype=torch.float64, requires_grad=True)
         yt = torch.tensor(float(y), dtype=torch.float64)
-    z = W @ xt + b
+    if sums == "library":
+        Wx = W @ xt
+    elif sums == "halving":
+        Wx = _halving(W * xt, torch.add)
+    else:
+        raise ValueError(f"sums is 'library' or 'halving', not {sums!r}")
+    z = Wx + b
     a = torch.tanh(z)
     yhat = v @ a + c
     loss = (yhat - yt) ** 2
     return loss, {"W": W, "b": b, "v": v, "c": c, "x": xt, "y": yt}
 
 
-def torch_gradient(toy_or_params, x=None, y=None, careless: bool = False) -> dict:
-    loss, leaves = torch_loss(toy_or_params, x, y, careless=careless)
+def torch_gradient(toy_or_params, x=None, y=None, careless: bool = False,
+                   sums: str = "library") -> dict:
+    loss, leaves = torch_loss(toy_or_params, x, y, careless=careless, sums=sums)
     loss.backward()
     return {k: leaves[k].grad.detach().to(dtype=__import__("torch").float64).numpy()
             for k in PARAM_NAMES}

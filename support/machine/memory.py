@@ -11,7 +11,8 @@ suite measures the same quantity exactly, by following tensors rather than the a
   parameters, the input batch) are not counted.
 * :class:`LiveTensors` counts the bytes of every storage **allocated inside a region** that is
   still alive, whoever holds it (a graph, a checkpoint's recompute closure, a Python name):
-  an allocator delta without the allocator's rounding, on any device.
+  an allocator delta without the allocator's rounding, on any device; ``peak_bytes()`` is the
+  most that was alive at once, the peak an allocator reports.
 * :func:`cuda_allocated` reads ``torch.cuda.memory_allocated`` where a CUDA device is present,
   for the allocator-level reading the notes made.
 
@@ -126,6 +127,7 @@ class LiveTensors(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self._refs: dict[tuple, tuple[StorageWeakRef, int]] = {}
+        self._peak = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -135,10 +137,17 @@ class LiveTensors(TorchDispatchMode):
             if isinstance(t, torch.Tensor) and storage_key(t) not in inputs:
                 s = t.untyped_storage()
                 self._refs[storage_key(t)] = (StorageWeakRef(s), s.nbytes())
+        # right after an operator, while its inputs and its output are both alive: where a
+        # peak can only be
+        self._peak = max(self._peak, self.live_bytes())
         return out
 
     def live_bytes(self) -> int:
         return sum(n for ref, n in self._refs.values() if not ref.expired())
+
+    def peak_bytes(self) -> int:
+        """The most bytes of the region's storages alive at once (after any operator)."""
+        return self._peak
 
 
 def cuda_allocated(device=None) -> int | None:

@@ -162,6 +162,35 @@ def test_latest_pins_nothing_and_is_recreated_on_every_run():
     assert cp["tox"].getboolean("skip_missing_interpreters")
 
 
+OPTIONAL = ("keras", "onnx", "onnxruntime", "onnxscript", "flax", "pandas")
+
+
+def _optional_imports() -> set[str]:
+    """The optional packages (not the suite's dependencies, not its test extra) the claim
+    tests import, in their own code or in the code they hand a subprocess (FW-02's Keras
+    runs in one): what the claims that skip without them need."""
+    found = set()
+    pattern = re.compile(r"\b(?:import|from)\s+(" + "|".join(OPTIONAL) + r")\b")
+    for path in (ROOT / "claims").rglob("test_*.py"):
+        found |= set(pattern.findall(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_the_release_watching_envs_install_what_the_optional_claims_need():
+    cp = _tox()
+    extras = cp["testenv"]["extras"]
+    always = {x.strip() for x in extras.splitlines() if x.strip() and ":" not in x}
+    assert always == {"test"}
+    assert ("latest", "frameworks") in _conditional(cp, "extras")
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        optional = tomllib.load(fh)["project"]["optional-dependencies"]
+    # a requirement's name, before any version bound or marker
+    names = {re.split(r"[<>=!~;\[ ]", r, 1)[0].lower() for r in optional["frameworks"]}
+    needed = _optional_imports()
+    assert {"keras", "onnx", "onnxruntime", "flax", "pandas"} <= needed
+    assert needed <= names, f"the frameworks extra lacks {sorted(needed - names)}"
+
+
 def test_one_env_changes_only_scikit_learn_against_another():
     cp = _tox()
     pins = _factor_pins(cp)
