@@ -15,7 +15,8 @@ the training rows vs on all rows: 6.27 vs 6.23, difference -0.04 +- 0.06 (std dd
 sqrt(15)), "no measurable effect".
 
 All 50 + 30 networks are trained by ``support.lab.batched`` (stacked, each with its own seed's
-initialisation and shuffles; the same numbers as one-at-a-time ``train``).
+initialisation and shuffles, through torch's own modules, loss, autograd, Adam and sampler;
+within rounding of one-at-a-time ``train``: support/tests/test_batched.py).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 
 from support.lab import experiments
-from support.lab.batched import Spec, train_many
+from support.lab.batched import SHORT_RUN_MPA, Spec, train_many
 from support.lab.train_torch import train
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.experiments
@@ -219,6 +220,8 @@ def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
     ratio = claim.check('speed-up, one at a time / batched', sequential / batched)
     benchmark.extra_info.update({"claim": "SPLIT-10", "device": "cpu", "networks": len(specs),
                                  "epochs": epochs, "sequential_s": sequential, "speedup": ratio})
-    # same numbers both ways
-    assert [r.rmse for r in batched_res] == one_by_one
+    # the same networks both ways, to within the rounding of batched products
+    apart = claim.record("largest |d RMSE|, batched vs one at a time",
+                         max(abs(r.rmse - s) for r, s in zip(batched_res, one_by_one)), unit="MPa")
+    assert apart <= SHORT_RUN_MPA
     assert ratio > 1
