@@ -1,13 +1,18 @@
-"""A pytest plugin for a negative control: ``torch.optim.Adam`` without its bias corrections
-(``-p support.tests.adam_without_bias_correction``).
+"""A pytest plugin for negative controls: ``torch.optim.Adam``'s update patched
+(``-p support.tests.patched_adam``), as a release that broke it would.
 
-Adam divides its first moment by ``1 - beta1**t`` and its second moment by
-``1 - beta2**t``. ``ADAM_CONTROL`` names which correction every ``torch.optim.Adam`` of the
-run drops: ``first``, ``second`` or ``both`` (the default). Each is cancelled through the
-arguments of torch's own update, for the step it is about to take: ``lr * (1 - beta1**t)``
-cancels the first, ``lr`` and ``eps`` divided by ``sqrt(1 - beta2**t)`` cancel the second;
-the rest of the update is torch's, operation for operation. Without the first correction the
-early steps are up to ten times smaller, without the second up to thirty times larger.
+``ADAM_CONTROL`` names the patch every ``torch.optim.Adam`` of the run steps with:
+
+* ``no-momentum`` (the default): the first moment is the current gradient (``beta1`` taken
+  as 0 at each step);
+* ``first``, ``second``, ``both``: Adam's bias corrections dropped. Adam divides its first
+  moment by ``1 - beta1**t`` and its second by ``1 - beta2**t``; ``lr * (1 - beta1**t)``
+  cancels the first, ``lr`` and ``eps`` divided by ``sqrt(1 - beta2**t)`` cancel the second.
+  Without the first the early steps are up to ten times smaller, without the second up to
+  thirty times larger; both fade within the first few hundred steps.
+
+Each patch goes through the arguments of torch's own update, for the step it is about to
+take, and the rest of the update is torch's, operation for operation.
 
 Only this process is patched: a run that uses it trains in one process
 (``LECTURE11_WORKERS=1``) and keeps its results out of the user's cache (``LECTURE11_CACHE``
@@ -25,7 +30,7 @@ CONTROLS = {"first": (True, False, False), "second": (False, True, False),
 def _patch(adam, first: bool, second: bool, momentum_lost: bool) -> None:
     step = adam.step
 
-    def step_without_bias_correction(self, closure=None):
+    def patched_step(self, closure=None):
         saved = []
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
@@ -46,13 +51,13 @@ def _patch(adam, first: bool, second: bool, momentum_lost: bool) -> None:
             for group, (lr, eps, betas) in zip(self.param_groups, saved):
                 group["lr"], group["eps"], group["betas"] = lr, eps, betas
 
-    adam.step = step_without_bias_correction
+    adam.step = patched_step
 
 
 def pytest_configure(config):
     import torch
 
-    name = os.environ.get("ADAM_CONTROL", "both")
+    name = os.environ.get("ADAM_CONTROL", "no-momentum")
     if name not in CONTROLS:
         raise ValueError(f"ADAM_CONTROL must be one of {sorted(CONTROLS)}, not {name!r}")
     _patch(torch.optim.Adam, *CONTROLS[name])
