@@ -121,10 +121,13 @@ class _Shuffles:
 class _Stack:
     """``B`` copies of one ``nn.Sequential`` architecture, with stacked parameters.
 
-    The networks sit in groups (one per learning rate and ``zero_grad`` switch), and each
-    group's parameters are one leaf tensor, laid out parameter by parameter (all its
-    networks' first weight, then all first biases, ...): the optimiser updates a group with
-    one call per operation, and autograd writes its gradient with one ``cat``.
+    A stacked parameter is ``(B, *shape)``, the networks' own ``nn.Linear`` parameters side
+    by side, and each layer multiplies by ``weight.mT`` as ``nn.Linear``'s ``addmm`` does by
+    ``weight.t()``. The networks sit in groups (one per learning rate and ``zero_grad``
+    switch), and each group's parameters are one leaf tensor, laid out parameter by
+    parameter (all its networks' first weight, then all first biases, ...): the optimiser
+    updates a group with one call per operation, and autograd writes its gradient with one
+    ``cat``.
     """
 
     def __init__(self, groups: list[list[nn.Sequential]]):
@@ -155,8 +158,8 @@ class _Stack:
         params = iter(self.parameters())
         for module in self.template:
             if isinstance(module, nn.Linear):
-                weight, bias = next(params), next(params)
                 # nn.Linear's addmm(bias, x, weight.t()), one product per network
+                weight, bias = next(params), next(params)
                 x = torch.baddbmm(bias[:, None, :], x, weight.mT)
             else:
                 x = module(x)
