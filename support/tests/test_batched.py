@@ -41,14 +41,16 @@ long_check = pytest.mark.skipif(
 # they came out: about 1e-5 MPa)
 SHORT_EPOCHS = 2
 # At the protocol's budgets (120 to 400 epochs) a last-bit difference grows the way two
-# trajectories part: single networks move by up to a few tenths of an MPa of RMSE and a few
-# MPa of one prediction, while the means the claims read move by thousandths. Per job, the
-# bounds on the largest |d RMSE| and |d prediction| are about twice those measured (README,
-# "The batched networks"; sgd's largest is a run diverged to 228 MPa); the mean |d RMSE| of
-# the networks that converge (under 50 MPa) must stay under MEAN_BOUND_MPA, half the
-# tolerance of a 25-run mean (mpa:mean, 0.05).
-FULL_BOUND_MPA = {"adam": (0.05, 1.0), "sgd": (2.0, 2.0), "leak": (0.1, 3.0),
-                  "tvn-group": (0.3, 10.0), "tvn-kfold": (0.3, 10.0)}
+# trajectories part: single networks move by up to 0.2 MPa of RMSE and a few MPa of one
+# prediction, while the means the claims read move by thousandths (README, "The batched
+# networks", has the figures per job). Per job, the bounds on the largest |d RMSE| (final
+# and per epoch) and |d prediction| are about twice those measured; sgd's lr-1.0 runs
+# diverge to 90-1,235 MPa, where the parting moves a curve by several MPa. The mean d RMSE
+# of the networks that converge (under 50 MPa) must stay under MEAN_BOUND_MPA, half the
+# tolerance of a 25-run mean (mpa:mean, 0.05); a batch out of place or a step skipped moves
+# single networks by the seed-to-seed spread (0.65 MPa) and fails these bounds.
+FULL_BOUND_MPA = {"adam": (0.05, 1.0), "sgd": (10.0, 2.0), "leak": (0.15, 4.0),
+                  "tvn-group": (0.4, 10.0), "tvn-kfold": (0.4, 10.0)}
 MEAN_BOUND_MPA = 0.025
 
 
@@ -169,14 +171,16 @@ def test_the_generator_is_left_as_it_was(concrete):
 @long_check
 def test_a_patched_adam_moves_the_batched_claims(concrete, pytestconfig, tmp_path):
     """Negative control: torch.optim.Adam's update patched (its first moment lost, as if
-    ``beta1`` were 0: ``support/tests/adam_without_bias_correction.py``) moves the figures of
-    SPLIT-01, SPLIT-04 and LOOP-13 beyond their tolerances in a ``--claim`` run, while this
-    file's comparison of the batched path with train() still passes: both step with torch's
-    Adam, patched or not."""
+    ``beta1`` were 0: ``support/tests/patched_adam.py``) moves the figures of SPLIT-01,
+    SPLIT-04 and LOOP-13 beyond their tolerances in a ``--claim`` run, while this file's
+    comparison of the batched path with train() still passes and says how far apart they
+    are: both step with torch's Adam, patched or not. (Dropping Adam's bias corrections
+    moves SPLIT-04 and LOOP-13 but not SPLIT-01: they shape the first few hundred steps,
+    and 400 epochs wash that out of the KFold mean; README, "The batched networks".)"""
     env = dict(os.environ, ADAM_CONTROL="no-momentum", LECTURE11_WORKERS="1",
                LECTURE11_CACHE=str(tmp_path / "cache"))
     env.pop("PYTEST_XDIST_WORKER", None)
-    base = [sys.executable, "-m", "pytest", "-p", "support.tests.adam_without_bias_correction",
+    base = [sys.executable, "-m", "pytest", "-p", "support.tests.patched_adam",
             "-q"]
     named = pytestconfig.getoption("--concrete-data")
     data = [f"--concrete-data={os.path.abspath(named)}"] if named else []
@@ -185,9 +189,14 @@ def test_a_patched_adam_moves_the_batched_claims(concrete, pytestconfig, tmp_pat
                 "--claim", "SPLIT-01", "--claim", "SPLIT-04", "--claim", "LOOP-13", *data],
         cwd=ROOT, env=env, capture_output=True, text=True)
     report = json.loads((tmp_path / "report" / "claims.json").read_text())
-    moved = {c["id"]: [name for v in c["variants"] for name, f in v["figures"].items()
-                       if isinstance(f, dict) and f.get("outcome") == "outside"]
-             for c in report["claims"] if c["id"] in ("SPLIT-01", "SPLIT-04", "LOOP-13")}
+    moved = {}
+    for c in report["claims"]:
+        if c["id"] in ("SPLIT-01", "SPLIT-04", "LOOP-13"):
+            figures = {name: f for v in c["variants"] for name, f in v["figures"].items()
+                       if isinstance(f, dict) and "outcome" in f}
+            moved[c["id"]] = [name for name, f in figures.items() if f["outcome"] == "outside"]
+            print(c["id"], c["verdict"], {name: (round(f["value"], 4), f.get("stated"))
+                                          for name, f in figures.items()})
     assert claims.returncode == 1, claims.stdout[-3000:]
     assert moved["SPLIT-01"] == ["MLP, KFold mean of 25"], moved
     assert "MLP, GroupKFold mean" in moved["SPLIT-04"], moved
@@ -196,4 +205,6 @@ def test_a_patched_adam_moves_the_batched_claims(concrete, pytestconfig, tmp_pat
         base + ["support/tests/test_batched.py", "-k", "short_budget", "-rP", *data],
         cwd=ROOT, env=env, capture_output=True, text=True)
     assert harness.returncode == 0, harness.stdout[-3000:]
-    assert harness.stdout.count("batched vs train(), job") == len(experiments._jobs())
+    apart = [line for line in harness.stdout.splitlines() if line.startswith("batched vs train()")]
+    print("\n".join(apart))
+    assert len(apart) == len(experiments._jobs())
