@@ -39,3 +39,5 @@ def test_pytorch_and_jax_loops_agree_within_the_seed_spread(concrete, claim, fre
     assert abs(tm - fixed) < 1 and abs(jm - fixed) < 1
     # the comparison is not empty: seeds do spread
     assert ts > 0 and js > 0
+# its control: batched_adam_loses_its_first_moment (claims/lecture/test_tree_on_a_leaky_split.py,
+# beside SPLIT-01's test: the same shared networks)
