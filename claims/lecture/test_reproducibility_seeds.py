@@ -37,6 +37,8 @@ def test_seed_to_seed_spread_can_reverse_the_model_comparison(claim, grouped):
     # the spread is comparable to the gap, and some single seed reverses it
     assert reversed_
     assert spread > 0.5 * abs(overall)
+# its control: boosted_tree_stops_after_ten_iterations (claims/lecture/
+# test_tree_on_a_leaky_split.py, beside SPLIT-01's test: the same shared trees)
 
 
 @pytest.mark.claim("RNG-13")
@@ -48,6 +50,8 @@ def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
     claim.record("runs (seed x fold)", np.round(mlp, 3).tolist(), unit="MPa")
     assert mlp.size == 25
     assert 6.0 <= mean <= 7.0 and 0.4 <= sd <= 0.9
+# its control: batched_adam_loses_its_first_moment (claims/lecture/
+# test_tree_on_a_leaky_split.py, beside SPLIT-01's test: the same shared networks)
 
 
 @pytest.mark.claim("RNG-14")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from support.harness.controls import control
 from support.lab import experiments
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
@@ -39,3 +40,19 @@ def test_pytorch_and_jax_loops_agree_within_the_seed_spread(concrete, claim, fre
     assert abs(tm - fixed) < 1 and abs(jm - fixed) < 1
     # the comparison is not empty: seeds do spread
     assert ts > 0 and js > 0
+
+
+@control("LOOP-13", scope="process",
+         what="optax.adam steps with a tenth of the learning rate it is given: after 120 "
+              "epochs the JAX loop's network is far from PyTorch's")
+def optax_adam_takes_a_tenth_of_its_learning_rate(mp):
+    # process scope: the JAX runs are part of the shared experiments
+    import optax
+
+    real = optax.adam
+
+    def adam(learning_rate, *args, **kwargs):
+        return real(learning_rate / 10, *args, **kwargs)
+    mp.setattr(optax, "adam", adam)
+# its other control: batched_adam_loses_its_first_moment (claims/lecture/
+# test_tree_on_a_leaky_split.py, beside SPLIT-01's test: the same shared networks)

@@ -27,7 +27,9 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
+from support.harness.controls import control
 from support.lab import experiments
 from support.lab.batched import SHORT_RUN_MPA, Spec, split, train_many
 from support.lab.train_torch import train
@@ -104,6 +106,44 @@ def test_random_kfold_tree_4_44_and_mlp_4_87(concrete, claim, tvn, fresh):
     assert 4.2 <= tree <= 4.7 and 4.6 <= net <= 5.2
 
 
+@control("SPLIT-01", "SPLIT-02", "SPLIT-03", "SPLIT-04", "SPLIT-05", "SPLIT-06", "SPLIT-08",
+         "SPLIT-11", "RNG-12", scope="process",
+         what="scikit-learn's HistGradientBoostingRegressor stops after 10 boosting iterations "
+              "instead of its default 100: the tree is much weaker than the network under "
+              "either split and gains little from the leak")
+def boosted_tree_stops_after_ten_iterations(mp):
+    # process scope: the trees are fitted once, with the shared experiments
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    real = HistGradientBoostingRegressor.fit
+
+    def fit(self, X, y, *args, **kwargs):
+        self.max_iter = 10
+        return real(self, X, y, *args, **kwargs)
+    mp.setattr(HistGradientBoostingRegressor, "fit", fit)
+
+
+@control("SPLIT-01", "SPLIT-04", "LOOP-13", "RNG-13", scope="process",
+         moves=("MLP, KFold mean of 25", "MLP, GroupKFold mean", "gap MLP - tree",
+                "PyTorch mean", "PyTorch std", "mean", "std (ddof 0)"),
+         what="torch.optim.Adam loses its first moment: every step follows the current "
+              "gradient alone, as if beta1 were 0")
+def batched_adam_loses_its_first_moment(mp):
+    # process scope: the networks are the shared experiments' (batched and the stories' runs)
+    real = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        saved = [group["betas"] for group in self.param_groups]
+        for group in self.param_groups:
+            group["betas"] = (0.0, group["betas"][1])
+        try:
+            return real(self, closure)
+        finally:
+            for group, betas in zip(self.param_groups, saved):
+                group["betas"] = betas
+    mp.setattr(torch.optim.Adam, "step", step)
+
+
 @pytest.mark.claim("SPLIT-02")
 def test_random_split_tree_wins_by_0_43_nearly_five_standard_errors(claim, tvn):
     gap, se = gap_and_se(tvn["kfold"])
@@ -112,6 +152,7 @@ def test_random_split_tree_wins_by_0_43_nearly_five_standard_errors(claim, tvn):
     z = claim.check('gap / SE', gap / se, note="'nearly five standard errors'")
     assert gap > 0 and z > 3  # significant, the tree wins
     assert 0.2 <= gap <= 0.7
+# its control: boosted_tree_stops_after_ten_iterations (after SPLIT-01's test)
 
 
 @pytest.mark.claim("SPLIT-03")
@@ -122,6 +163,7 @@ def test_random_split_scores_are_within_about_2_5_of_the_repeatability(concrete,
     d_net = claim.check('MLP - repeatability', float(res['mlp'].mean()) - rep, unit='MPa')
     # "within about 2.5 MPa": neither exceeds 2.5 by more than the 'about' allowance (25 %)
     assert 0 < d_tree <= 2.5 * 1.25 and 0 < d_net <= 2.5 * 1.25
+# its control: boosted_tree_stops_after_ten_iterations (after SPLIT-01's test)
 
 
 @pytest.mark.claim("SPLIT-04")
@@ -138,6 +180,8 @@ def test_grouped_split_tree_6_25_mlp_6_48_gap_within_two_se(claim, tvn):
     # a tie under the honest split; negative control: not a tie under the leaky one
     assert abs(gap) < 2 * se
     assert abs(kgap) > 2 * kse
+# its controls: boosted_tree_stops_after_ten_iterations, batched_adam_loses_its_first_moment
+# (after SPLIT-01's test)
 
 
 @pytest.mark.claim("SPLIT-05")
@@ -153,6 +197,7 @@ def test_both_models_lose_when_the_leak_closes_and_the_tree_more(claim, tvn):
                       - (tvn["kfold"]["hgb"][s] - tvn["kfold"]["mlp"][s]).mean())
                 for s in range(5)]
     claim.record("HGB gain - MLP gain per seed", np.round(per_seed, 3).tolist(), unit="MPa")
+# its control: boosted_tree_stops_after_ten_iterations (after SPLIT-01's test)
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +224,7 @@ def test_the_gradient_boosting_bar_improves_most(claim, bars):
                  unit="MPa")
     for other, label in (("mean", "mean"), ("rf", "RF"), ("mlp", "MLP")):
         claim.check(f"HGB gain - {label} gain, +- 2 SE", **two_se(gain(bars, "hgb", other)))
+# its control: boosted_tree_stops_after_ten_iterations (after SPLIT-01's test)
 
 
 @pytest.mark.claim("SPLIT-07")
@@ -211,6 +257,7 @@ def test_a_single_seed_could_show_the_mlp_winning_on_the_grouped_split(claim, tv
     gap, se = gap_and_se(res)
     assert winners, "no single seed shows the MLP winning"
     assert abs(gap) < 2 * se  # while five seeds show a tie
+# its control: boosted_tree_stops_after_ten_iterations (after SPLIT-01's test)
 
 
 @pytest.mark.claim("SPLIT-10")
@@ -237,6 +284,20 @@ def test_the_comparison_trains_50_networks_and_takes_minutes_one_at_a_time(concr
     assert n == 50
 
 
+@control("SPLIT-10", what="every step of torch.optim.Adam costs 30 ms more CPU time: one network "
+                          "at a time, the 50 networks take hours, not a few minutes")
+def one_at_a_time_adam_step_costs_30_ms_more(mp):
+    real = torch.optim.Adam.step
+
+    def slow(self, closure=None):
+        # CPU time, since the test reads process_time: a sleep would not count
+        until = time.process_time() + 0.030
+        while time.process_time() < until:
+            pass
+        return real(self, closure)
+    mp.setattr(torch.optim.Adam, "step", slow)
+
+
 @pytest.mark.claim("SPLIT-11")
 def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, tvn):
     gap, se = gap_and_se(tvn["group"])
@@ -245,6 +306,7 @@ def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, tvn):
     claim.record("random-split gap / SE", kgap / kse)
     assert abs(gap) < 2 * se
     assert kgap > 2 * kse  # negative control: the leaky split separates them
+# its control: boosted_tree_stops_after_ten_iterations (after SPLIT-01's test)
 
 
 @pytest.mark.claim("SPLIT-10")
