@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from support.harness.controls import control
 from support.lab import experiments
 from support.lab.data import lecture_split
 from support.lab.train_torch import BATCH, baseline_rmse, mlp, prepare
@@ -87,6 +88,8 @@ def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs)
                      [round(relapse(get(r)), 3) for r in (raw, fixed, broken)])
         claim.check(f"{what} roughness, working loop 0 to no zero_grad 1",
                     roughness(get(raw), get(fixed), get(broken)))
+# its controls: standard_scaler_passes_inputs_through (after STORY-14's test),
+# adam_takes_plain_gradient_steps (after ADAM-13's test)
 
 
 @pytest.mark.claim("STORY-12")
@@ -103,6 +106,7 @@ def test_sgd_on_raw_inputs_gives_nan_within_the_first_epoch(claim, sgd, lr):
     assert raw.first_nonfinite_epoch == 1 and not math.isfinite(raw.train_loss[0])
     # negative control: the same SGD at the same lr on scaled inputs stays finite
     assert math.isfinite(scaled.rmse) and scaled.nonfinite_epochs == 0
+# its control: sgd_clips_its_gradients (after ADAM-13's test)
 
 
 @pytest.mark.claim("STORY-13")
@@ -114,6 +118,7 @@ def test_adam_absorbs_the_scaling_problem_but_cannot_undo_it(claim, runs, sgd):
     # absorbs: finite where SGD exploded; cannot undo: clearly worse than scaled
     assert math.isfinite(raw.rmse) and not math.isfinite(sgd_raw.rmse)
     assert raw.rmse > 1.1 * fixed.rmse
+# its controls: sgd_clips_its_gradients, adam_takes_plain_gradient_steps (after ADAM-13's test)
 
 
 @pytest.mark.claim("STORY-14")
@@ -127,6 +132,16 @@ def test_scaler_fitted_on_training_rows_lets_adam_reach_5_5(concrete, claim, run
     assert np.allclose(p.X_train.mean(0), 0, atol=1e-5)
     assert not np.allclose(p.X_val.mean(0), 0, atol=1e-3)  # validation is only transformed
     assert 5.0 <= fixed.rmse <= 6.0 and fixed.rmse < raw.rmse
+
+
+@control("STORY-11", "STORY-14", scope="process",
+         what="scikit-learn's StandardScaler hands its input back unchanged, so the working "
+              "loop trains on raw inputs too and Adam no longer reaches 5.5 MPa")
+def standard_scaler_passes_inputs_through(mp):
+    # process scope: the runs come from the shared experiments (a module fixture)
+    from sklearn.preprocessing import StandardScaler
+    mp.setattr(StandardScaler, "transform",
+               lambda self, X, copy=None: np.array(X, dtype=np.float64))
 
 
 def first_step_sizes(concrete, optimizer: str, lr: float) -> torch.Tensor:
@@ -164,3 +179,31 @@ def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, cla
     # the outcome it explains: Adam survives with a mediocre model, SGD gives NaN
     assert math.isfinite(runs["raw"].rmse) and not math.isfinite(sgd["raw", lr, 0].rmse)
     assert runs["raw"].rmse > 1.1 * runs["fixed"].rmse
+
+
+@control("STORY-12", "STORY-13", "ADAM-13", scope="process",
+         what="torch's SGD clips every step's gradient to norm 1 before it steps, so on raw "
+              "inputs it no longer blows up to NaN")
+def sgd_clips_its_gradients(mp):
+    # process scope: the SGD runs come from the shared experiments (a module fixture)
+    real = torch.optim.SGD.step
+
+    def clipped(self, *args, **kwargs):
+        for group in self.param_groups:
+            torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
+        return real(self, *args, **kwargs)
+    mp.setattr(torch.optim.SGD, "step", clipped)
+
+
+@control("STORY-11", "STORY-13", "ADAM-13", scope="process",
+         what="torch's Adam steps by lr times the raw gradient, as plain SGD does, without its "
+              "per-coordinate normalisation: on raw inputs it blows up like SGD")
+def adam_takes_plain_gradient_steps(mp):
+    # process scope: the raw-input Adam run comes from the shared experiments
+    def plain(self, closure=None):
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.add_(p.grad, alpha=-float(group["lr"]))
+    mp.setattr(torch.optim.Adam, "step", plain)

@@ -12,7 +12,9 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
+from support.harness.controls import control
 from support.lab import stories, toy
 from support.lab.batched import split
 from support.lab.experiments import fit_hgb
@@ -55,3 +57,28 @@ def test_none_of_the_five_stories_raises_and_only_one_warns(concrete, claim, fre
     warned = [name for name, n in counts.items() if n]
     claim.check('stories that warned', len(warned))
     assert warned == ["unshaped target"]
+
+
+@control("STORY-15", what="torch's MSELoss refuses a (64,) target beside a (64, 1) output with an "
+                          "error instead of broadcasting the two and warning, so one story raises")
+def mse_loss_refuses_mismatched_shapes(mp):
+    real = torch.nn.functional.mse_loss
+
+    def refusing(input, target, *args, **kwargs):
+        if target.size() != input.size():
+            raise RuntimeError(f"target size {tuple(target.size())} differs from input size "
+                               f"{tuple(input.size())}")
+        return real(input, target, *args, **kwargs)
+    mp.setattr(torch.nn.functional, "mse_loss", refusing)
+
+
+@control("STORY-15", what="scikit-learn's HistGradientBoostingRegressor warns whenever it is "
+                          "fitted, so a second story prints a warning")
+def tree_fit_warns(mp):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    real = HistGradientBoostingRegressor.fit
+
+    def warning_fit(self, X, y, *args, **kwargs):
+        warnings.warn("the tree saw an unscaled input", UserWarning)
+        return real(self, X, y, *args, **kwargs)
+    mp.setattr(HistGradientBoostingRegressor, "fit", warning_fit)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
+from support.harness.controls import control
 from support.lab import experiments, stories
 from support.lab.train_torch import baseline_rmse
 
@@ -111,6 +113,16 @@ def test_the_buggy_runs_training_loss_still_falls(concrete, claim, fresh):
     assert bug.rmse > 0.9 * baseline_rmse(concrete)
 
 
+@control("STORY-04", what="torch's Adam climbs the loss instead of descending it (its own "
+                          "maximize=True), so the training loss rises")
+def adam_climbs_the_loss(mp):
+    real = torch.optim.Adam.__init__
+
+    def climbing(self, params, *args, **kwargs):
+        real(self, params, *args, **{**kwargs, "maximize": True})
+    mp.setattr(torch.optim.Adam, "__init__", climbing)
+
+
 @pytest.mark.claim("STORY-06")
 def test_without_zero_grad_the_curve_wanders_below_the_baseline(concrete, claim, runs):
     curve = np.array(runs["no_zero_grad"].history)
@@ -130,6 +142,7 @@ def test_without_zero_grad_the_curve_wanders_below_the_baseline(concrete, claim,
     assert turns >= 3
     # negative control: the working loop's curve is far lower than the broken one
     assert np.median(fixed[60:]) < 0.6 * np.median(curve[60:])
+# its control: adam_clears_the_gradients_after_its_step (after STORY-10's test)
 
 
 @pytest.mark.claim("STORY-07")
@@ -192,6 +205,17 @@ def test_without_zero_grad_the_gradient_norm_climbs_in_a_straight_line(concrete,
     assert good.max() / good.min() < 1.6
 
 
+def _keep_gradients(mp):
+    """torch.optim's zero_grad leaves every .grad as it is."""
+    mp.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)
+
+
+@control("STORY-09", what="optimizer.zero_grad() does nothing, so the correct loop's gradients "
+                          "accumulate too and its norm climbs like the broken loop's")
+def zero_grad_does_nothing_in_the_probe(mp):
+    _keep_gradients(mp)
+
+
 @pytest.mark.claim("STORY-10")
 def test_figure_broken_run_oscillates_across_the_mean_line(concrete, claim, runs):
     curve = np.array(runs["no_zero_grad"].history)
@@ -208,3 +232,25 @@ def test_figure_broken_run_oscillates_across_the_mean_line(concrete, claim, runs
     assert above.any() and below.any() and crossings >= 1
     # the correct run settles near 5.5, far under the line
     assert abs(fixed[-1] - 5.5) < 0.5 and fixed[-20:].max() < 0.5 * base
+
+
+@control("STORY-08", "STORY-10", scope="process",
+         what="optimizer.zero_grad() does nothing, so the loop that calls it accumulates its "
+              "gradients too and cannot score better than the loop that forgot it")
+def zero_grad_does_nothing(mp):
+    # process scope: both runs come from the shared experiments (a module fixture)
+    _keep_gradients(mp)
+
+
+@control("STORY-06", "STORY-07", "STORY-10", scope="process",
+         what="torch's Adam clears every .grad after its step, so the loop that forgot "
+              "zero_grad() no longer accumulates gradients and trains like the correct one")
+def adam_clears_the_gradients_after_its_step(mp):
+    # process scope: the run without zero_grad comes from the shared experiments
+    real = torch.optim.Adam.step
+
+    def clearing(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        self.zero_grad(set_to_none=False)
+        return out
+    mp.setattr(torch.optim.Adam, "step", clearing)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
+from support.harness.controls import control
 from support.lab import stories
 from support.machine.environment import numpy_argsort_target
 from support.lab.data import lecture_split
@@ -36,6 +38,7 @@ def test_mean_baseline_scores_17_9_and_the_working_net_5_5(concrete, claim, fres
     claim.check('train rows', len(train_idx))
     claim.check('validation rows', len(val_idx))
     assert net < 0.5 * base
+# its control: relu_outputs_zero (after STORY-05's test)
 
 
 @pytest.mark.claim("STORY-02")
@@ -68,6 +71,20 @@ def test_the_buggy_network_predicts_a_constant(concrete, claim, fresh):
     assert bug.pred_std < 1.0 < fixed.pred_std / 10
 
 
+@control("STORY-02", "STORY-03",
+         what="torch's MSELoss lines a (64,) target up with the (64, 1) output, silently, "
+              "instead of broadcasting the two to a 64 x 64 matrix: the unshaped loop trains "
+              "like the working one")
+def mse_loss_aligns_the_target(mp):
+    real = torch.nn.functional.mse_loss
+
+    def aligned(input, target, *args, **kwargs):
+        if target.size() != input.size() and target.numel() == input.numel():
+            target = target.reshape(input.size())
+        return real(input, target, *args, **kwargs)
+    mp.setattr(torch.nn.functional, "mse_loss", aligned)
+
+
 @pytest.mark.claim("STORY-05")
 def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(concrete, claim, fresh):
     fixed = stories.run(concrete, "fixed", fresh=fresh)
@@ -77,6 +94,13 @@ def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(conc
     claim.record("validation target SD", float(np.std(concrete.y[val_idx], ddof=1)), unit="MPa")
     claim.check('warnings', fixed.n_warnings)
     assert fixed.rmse < 0.5 * baseline_rmse(concrete) and fixed.pred_std > 10 and fixed.n_warnings == 0
+
+
+@control("STORY-01", "STORY-05",
+         what="torch's ReLU outputs zeros, so the working network's prediction ignores its "
+              "input and it can learn no more than a constant")
+def relu_outputs_zero(mp):
+    mp.setattr(torch.nn.ReLU, "forward", lambda self, x: torch.zeros_like(x))
 
 
 @pytest.mark.claim("STORY-17")
