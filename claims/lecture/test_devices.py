@@ -22,13 +22,17 @@ pytest-benchmark (``--tier bench``; one device per run with ``--only-device``).
 """
 from __future__ import annotations
 
+import copy
 import io
+import itertools
+import time
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from support.harness.controls import control
 from support.machine import devices, timing
 from support.lab.train_torch import mlp, train
 
@@ -101,6 +105,22 @@ def test_moving_a_model_is_two_lines(claim, device):
         torch.testing.assert_close(out.detach().cpu(), ref(x).detach(), rtol=1e-4, atol=1e-5)
 
 
+def _names_a_device(args, kwargs) -> bool:
+    """Whether a .to(...) call names a device (not only a dtype or another tensor)."""
+    target = kwargs.get("device", args[0] if args else None)
+    return isinstance(target, (str, torch.device))
+
+
+@control("DEV-01", what="model.to(device) and x.to(device) move nothing: each returns a copy "
+                        "left on the CPU (so on the CPU they are not no-ops either)")
+def moving_copies_and_stays_on_the_cpu(mp):
+    tensor_to, module_to = torch.Tensor.to, nn.Module.to
+    mp.setattr(torch.Tensor, "to", lambda self, *a, **k: self.clone() if _names_a_device(a, k)
+               else tensor_to(self, *a, **k))
+    mp.setattr(nn.Module, "to", lambda self, *a, **k: copy.deepcopy(self)
+               if _names_a_device(a, k) else module_to(self, *a, **k))
+
+
 @pytest.mark.claim("DEV-02")
 @pytest.mark.parametrize("device", ACCEL)
 def test_model_and_data_on_different_devices_give_a_clear_error(claim, device):
@@ -112,6 +132,14 @@ def test_model_and_data_on_different_devices_give_a_clear_error(claim, device):
     # CUDA names the problem ("Expected all tensors to be on the same device"); MPS words it
     # differently but still names the device
     assert ("same device" in msg) if device == "cuda" else ("device" in msg.lower())
+
+
+@control("DEV-02", what="a layer moves the data to its own device by itself instead of "
+                        "raising, so mixing devices gives no error")
+def layers_move_the_data_themselves(mp):
+    linear = nn.functional.linear
+    mp.setattr(nn.functional, "linear", lambda input, weight, bias=None:
+               linear(input.to(weight.device), weight, bias))
 
 
 @pytest.mark.claim("DEV-03")
@@ -126,6 +154,13 @@ def test_numpy_needs_the_tensor_back_on_the_cpu(claim, device):
     assert back.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+@control("DEV-03", what=".numpy() copies a GPU tensor back to the CPU by itself instead of "
+                        "raising, so no .cpu() is needed")
+def numpy_copies_back_itself(mp):
+    numpy = torch.Tensor.numpy
+    mp.setattr(torch.Tensor, "numpy", lambda self, *a, **k: numpy(self.cpu(), *a, **k))
+
+
 # --------------------------------------------------------------------------- asynchrony
 @pytest.mark.claim("DEV-05")
 @devices.needs("cuda")
@@ -135,6 +170,19 @@ def test_a_gpu_call_returns_before_its_work_is_done(claim):
     timing.record_times(claim, cmp)
     # the catalogue's margin: waiting for the result takes > 5x as long as queueing it
     timing.check_ratio(claim, "done/returned", cmp, "done", "returned")
+
+
+@control("DEV-05", what="CUDA runs synchronously: a matrix product returns only once the card "
+                        "has finished it (as under CUDA_LAUNCH_BLOCKING=1)")
+def products_return_when_done(mp):
+    matmul = torch.Tensor.__matmul__
+
+    def blocking(self, other):
+        out = matmul(self, other)
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        return out
+    mp.setattr(torch.Tensor, "__matmul__", blocking)
 
 
 # what the sentence names, applied to one element of a queued result
@@ -218,6 +266,13 @@ def test_print_item_and_cpu_wait_for_the_gpu_and_a_per_step_item_stalls_the_loop
     timing.record_times(claim, cmp)
 
 
+@control("DEV-04", what="t.item() does not wait for the GPU: it returns at once, with a stale "
+                        "value (0.0), so neither the call nor a per-step .item() stalls")
+def item_does_not_wait(mp):
+    item = torch.Tensor.item
+    mp.setattr(torch.Tensor, "item", lambda self: 0.0 if self.is_cuda else item(self))
+
+
 @pytest.mark.claim("DEV-06")
 @devices.needs("cuda")
 def test_a_narrow_operation_loses_on_the_gpu(claim):
@@ -235,6 +290,19 @@ def test_a_narrow_operation_loses_on_the_gpu(claim):
     cmp = _cpu_vs("cuda", adds, repeats=15)
     timing.check_ratio(claim, "cuda/cpu per 16-element add", cmp, "cuda", "cpu")
     timing.record_times(claim, cmp)
+
+
+@control("DEV-06", what="the CPU pays the larger fixed cost: every add on the CPU waits a "
+                        "further 0.2 ms, ten times a kernel launch, so a 16-element add is "
+                        "faster on the GPU")
+def cpu_adds_cost_more_than_a_launch(mp):
+    add = torch.Tensor.__add__
+
+    def slow_on_the_cpu(self, other):
+        if self.device.type == "cpu":
+            time.sleep(2e-4)
+        return add(self, other)
+    mp.setattr(torch.Tensor, "__add__", slow_on_the_cpu)
 
 
 # --------------------------------------------------------------------------- the real model
@@ -294,6 +362,14 @@ def test_repeated_cpu_timings_of_the_same_run_vary(claim, concrete):
     assert a.rmse == b.rmse
 
 
+@control("DEV-10", what="the computed numbers are no more reproducible than the timings: "
+                        "torch.manual_seed ignores its seed and draws a new one on every call, "
+                        "so each run starts from other weights and shuffles")
+def every_run_draws_a_new_seed(mp):
+    seed, seeds = torch.manual_seed, itertools.count(1)
+    mp.setattr(torch, "manual_seed", lambda _: seed(next(seeds)))
+
+
 @pytest.mark.claim("DEV-15")
 @devices.needs("cuda")
 def test_the_same_code_on_the_gpu_gives_the_same_answer(claim, concrete):
@@ -310,6 +386,19 @@ def test_the_same_code_on_the_gpu_gives_the_same_answer(claim, concrete):
            for dev in ("cpu", "cuda")}
     claim.check("max |cuda - cpu| prediction after one epoch",
                 float(np.abs(one["cuda"] - one["cpu"]).max()), unit="MPa")
+
+
+@control("DEV-15", what="the GPU computes every layer in bfloat16 (8 significant bits) while "
+                        "the CPU keeps float32, so the same code gives another answer there")
+def gpu_layers_in_bfloat16(mp):
+    linear = nn.functional.linear
+
+    def bf16_on_the_gpu(input, weight, bias=None):
+        if not input.is_cuda:
+            return linear(input, weight, bias)
+        return linear(input.bfloat16(), weight.bfloat16(),
+                      None if bias is None else bias.bfloat16()).float()
+    mp.setattr(nn.functional, "linear", bf16_on_the_gpu)
 
 
 # --------------------------------------------------------------------------- width sweep
@@ -395,6 +484,19 @@ def test_a_crossover_exists_on_this_card_too(claim, width_sweep):
     assert cross is not None, "no crossover: one device wins at every width of the sweep"
 
 
+@control("DEV-07", "DEV-08", "DEV-09", "DEV-13", "DEV-14", scope="process",
+         what="the CPU pays a fixed 20 ms per optimizer step, several times what a GPU "
+              "step's kernel launches cost, so the GPU wins at every model size: no crossover")
+def cpu_steps_cost_20_ms_more(mp):
+    step = torch.optim.Adam.step
+
+    def slow_on_the_cpu(self, *args, **kwargs):
+        if self.param_groups[0]["params"][0].device.type == "cpu":
+            time.sleep(2e-2)
+        return step(self, *args, **kwargs)
+    mp.setattr(torch.optim.Adam, "step", slow_on_the_cpu)
+
+
 @pytest.mark.claim("DEV-12")
 @devices.needs("cuda")
 def test_a_large_model_trains_ten_times_faster_on_a_datacenter_card(claim):
@@ -418,6 +520,20 @@ def test_a_large_model_trains_ten_times_faster_on_a_datacenter_card(claim):
     timing.check_ratio(claim, "CPU/GPU step time", cmp, "cpu", "cuda", budget_s=30.0)
     timing.record_times(claim, cmp)
     claim.record("device", devices.fingerprint("cuda").get("name"))
+
+
+@control("DEV-12", what="the card is far slower: every training step on it also keeps it busy "
+                        "for about a second more (torch.cuda._sleep), so the CPU comes within "
+                        "10x")
+def gpu_steps_cost_a_second_more(mp):
+    step = torch.optim.Adam.step
+
+    def slow_on_the_gpu(self, *args, **kwargs):
+        out = step(self, *args, **kwargs)
+        if self.param_groups[0]["params"][0].is_cuda:
+            torch.cuda._sleep(2_000_000_000)      # GPU clock cycles: ~1 s at 2 GHz
+        return out
+    mp.setattr(torch.optim.Adam, "step", slow_on_the_gpu)
 
 
 # --------------------------------------------------------------------------- bench tier

@@ -199,6 +199,12 @@ def test_two_float32_scalars_cost_7_5e_8(claim, net, figure):
                      note="NumPy's order on this machine (AD-13): the notes' 1.7e-18")
 
 
+@control("DTYPE-06", what="torch.tensor stores a Python float as float16, not float32, so the "
+                          "two careless scalars cost about a thousand times more than 7.5e-8")
+def python_floats_stored_as_float16(mp):
+    mp.setattr(torch, "tensor", _python_floats_become(torch.tensor, torch.float16))
+
+
 @pytest.mark.claim("DTYPE-07")
 def test_every_downstream_tensor_reports_float64(claim, net):
     loss, lv = toy.torch_loss(net, careless=True)

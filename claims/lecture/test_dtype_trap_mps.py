@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from support.harness.controls import control
 from support.machine import devices
 
 
@@ -19,3 +20,16 @@ def test_mps_refuses_float64(claim):
         torch.ones(3, dtype=torch.float64).to("mps")
     claim.record("error moving float64 to mps", f"{type(err.value).__name__}: {err.value}"[:200])
     assert "float64" in str(err.value) or "double" in str(err.value).lower()
+
+
+@control("DTYPE-05", what="MPS takes a float64 tensor without an error, storing it as float32")
+def mps_stores_float64_as_float32(mp):
+    to = torch.Tensor.to
+
+    def to_float32_on_mps(self, *args, **kwargs):
+        target = kwargs.get("device", args[0] if args else None)
+        if self.dtype == torch.float64 and isinstance(target, (str, torch.device)) \
+                and torch.device(target).type == "mps":
+            return to(self.float(), *args, **kwargs)
+        return to(self, *args, **kwargs)
+    mp.setattr(torch.Tensor, "to", to_float32_on_mps)

@@ -18,6 +18,7 @@ import sys
 import pytest
 import torch
 
+from support.harness.controls import control
 from support.machine import devices, timing
 
 
@@ -61,6 +62,12 @@ def test_manual_seed_gives_the_same_cuda_draws(claim, rng_restored):
     claim.record('same seed, same CUDA draws', same)
     claim.record('different seed, same CUDA draws', other)
     assert same and not other
+
+
+@control("RNG-06", what="torch.manual_seed seeds only the CPU generator: CUDA's generators "
+                        "keep their state")
+def manual_seed_leaves_cuda_unseeded(mp):
+    mp.setattr(torch, "manual_seed", lambda seed: torch.default_generator.manual_seed(int(seed)))
 
 
 def _index_add_outputs(runs: int, n: int = 1 << 20, slots: int = 64):
@@ -136,6 +143,26 @@ def test_deterministic_algorithms_make_gpu_sums_repeatable_at_a_cost(claim):
     # "at a cost": the deterministic kernel is slower beyond noise
     timing.check_ratio(claim, "deterministic/default time", cmp, "deterministic", "default")
     timing.record_times(claim, cmp)
+
+
+@control("RNG-08", what="torch.use_deterministic_algorithms(True) does nothing: index_add_ "
+                        "keeps adding with atomics in a varying order")
+def deterministic_flag_ignored(mp):
+    mp.setattr(torch, "use_deterministic_algorithms", lambda mode, *, warn_only=False: None)
+
+
+@control("RNG-08", what="the deterministic setting costs nothing: it is index_add_'s default "
+                        "atomic kernel that takes longer (each call keeps the card busy "
+                        "~0.1 s more)")
+def default_index_add_is_the_slow_one(mp):
+    index_add_ = torch.Tensor.index_add_
+
+    def slow_unless_deterministic(self, *args, **kwargs):
+        out = index_add_(self, *args, **kwargs)
+        if self.is_cuda and not torch.are_deterministic_algorithms_enabled():
+            torch.cuda._sleep(200_000_000)    # GPU clock cycles: ~0.1 s at 2 GHz
+        return out
+    mp.setattr(torch.Tensor, "index_add_", slow_unless_deterministic)
 
 
 _CONV = """

@@ -24,6 +24,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from support.harness.controls import control
 from support.machine import devices
 from support.machine.memory import MB, LiveTensors, SavedTensors, cuda_allocated, linear_fit
 from support.lab.train_torch import mlp
@@ -75,6 +76,18 @@ def test_the_64_unit_model_on_1030_rows_holds_under_a_megabyte(claim):
     assert 0.4 * MB <= held <= 1.2 * MB
 
 
+@control("MEM-05", "MEM-06", what="a forward pass records no graph: every nn.Module call runs "
+                                  "with the tape off, as under no_grad(), so nothing is held "
+                                  "for backward")
+def modules_record_no_graph(mp):
+    call = torch.nn.Module.__call__
+
+    def untaped(self, *args, **kwargs):
+        with torch.no_grad():
+            return call(self, *args, **kwargs)
+    mp.setattr(torch.nn.Module, "__call__", untaped)
+
+
 def _validation_loop(model, batches, mode: str) -> list[int]:
     """The notes' validation loop; bytes held by graphs after each batch (``loss`` bound)."""
     held = []
@@ -114,6 +127,15 @@ def test_summing_loss_tensors_leaks_a_graph_per_batch_item_keeps_one_no_grad_non
     assert tensor[-1] >= 20 * item[-1]
     assert max(item) == min(item) == tensor[0], ".item() must leave exactly one batch's graph"
     assert nograd == [0] * len(nograd)
+
+
+@control("MEM-07", scope="process",
+         what="adding a loss tensor to a running Python float keeps only its value, as "
+              "total += loss.item() does, so summing losses keeps no batch's graph alive")
+def summing_into_a_float_keeps_the_value(mp):
+    radd = torch.Tensor.__radd__
+    mp.setattr(torch.Tensor, "__radd__", lambda self, other: other + self.item()
+               if isinstance(other, float) else radd(self, other))
 
 
 # ------------------------------------------------------------------ the allocator, on CUDA

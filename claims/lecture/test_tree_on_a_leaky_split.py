@@ -15,7 +15,8 @@ the training rows vs on all rows: 6.27 vs 6.23, difference -0.04 +- 0.06 (std dd
 sqrt(15)), "no measurable effect".
 
 All 50 + 30 networks are trained by ``support.lab.batched`` (stacked, each with its own seed's
-initialisation and shuffles; the same numbers as one-at-a-time ``train``); figure 68's random
+initialisation and shuffles, through torch's own modules, loss, autograd, Adam and sampler;
+within rounding of one-at-a-time ``train``: support/tests/test_batched.py); figure 68's random
 forest (300 trees, 25 runs per split) by ``support.lab.experiments.random_forests``. The
 directional claims (a model gains from the leak, the tree gains most) are decided through
 +- 2 SE intervals, n counting distinct runs: the same rule as the notes' "significant".
@@ -28,7 +29,7 @@ import numpy as np
 import pytest
 
 from support.lab import experiments
-from support.lab.batched import Spec, train_many
+from support.lab.batched import SHORT_RUN_MPA, Spec, train_many
 from support.lab.train_torch import train
 from support.machine import devices
 
@@ -253,6 +254,10 @@ def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
     # the same 10 networks (5 seeds x 2 folds) both ways, on a reduced budget of 15 epochs
     specs = [Spec(seed=s, fold=f) for s in range(5) for f in range(2)]
     epochs = 15
+    # warm-up outside the clock for both sides: the first train() of a process imports
+    # torch's optimiser machinery (seconds), which would otherwise count as one-at-a-time cost
+    train(concrete, epochs=1)
+    train_many(concrete, specs[:2], epochs=1)
     start = time.perf_counter()
     one_by_one = [train(concrete, seed=s.seed, fold=s.fold, epochs=epochs).rmse for s in specs]
     sequential = time.perf_counter() - start
@@ -262,6 +267,8 @@ def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
     ratio = claim.check('speed-up, one at a time / batched', sequential / batched)
     benchmark.extra_info.update({"claim": "SPLIT-10", "device": "cpu", "networks": len(specs),
                                  "epochs": epochs, "sequential_s": sequential, "speedup": ratio})
-    # same numbers both ways
-    assert [r.rmse for r in batched_res] == one_by_one
+    # the same networks both ways, to within the rounding of batched products
+    apart = claim.record("largest |d RMSE|, batched vs one at a time",
+                         max(abs(r.rmse - s) for r, s in zip(batched_res, one_by_one)), unit="MPa")
+    assert apart <= SHORT_RUN_MPA
     assert ratio > 1

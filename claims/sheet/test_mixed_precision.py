@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from torch import nn
 
+from support.harness.controls import control
 from support.lab.train_torch import setting
 from support.machine import devices, timing
 from support.spec import error_models
@@ -79,6 +80,12 @@ def test_float16_flushes_tiny_gradients_to_zero_and_loses_their_update(claim):
     spread = np.exp(np.random.default_rng(0).uniform(np.log(1e-10), np.log(1e-6), 10**5))
     x = torch.from_numpy(np.concatenate([window, spread.astype(np.float32)]))
     y = x.to(F16).float()
+    n_flushed, n_kept = int((y == 0).sum()), int((y > 0).sum())
+    claim.record("values_flushed_and_kept", [n_flushed, n_kept],
+                 note=f"of {len(x)} from 1e-10 to 1e-6")
+    # some of these values must flush and some survive, or there is no threshold among them
+    assert n_flushed and n_kept, \
+        f"float16 flushed {n_flushed} and kept {n_kept} of {len(x)} values"
     largest_flushed = x[y == 0].max().item()
     smallest_kept = x[y > 0].min().item()
     subnormal = float(np.finfo(np.float16).smallest_subnormal)
@@ -103,6 +110,20 @@ def test_float16_flushes_tiny_gradients_to_zero_and_loses_their_update(claim):
     # the sentence's figure, read as an order of magnitude: the threshold is within 3x of 6e-8
     assert 6e-8 / 3 <= largest_flushed <= 6e-8 * 3
     assert lost == 0.0 and kept != 0.0
+
+
+@control("AMP-01", what="float16 flushes every subnormal to zero (as hardware in flush-to-zero "
+                        "mode does): gradients up to 6.1e-5, not 6e-8, become 0")
+def float16_flushes_subnormals(mp):
+    to = torch.Tensor.to
+
+    def flushing(self, *args, **kwargs):
+        out = to(self, *args, **kwargs)
+        if out.dtype == F16 and self.dtype != F16:
+            out = torch.where(out.abs() < torch.finfo(F16).smallest_normal,
+                              torch.zeros_like(out), out)
+        return out
+    mp.setattr(torch.Tensor, "to", flushing)
 
 
 # ------------------------------------------------------------------ scaling the loss
@@ -184,6 +205,20 @@ def test_scaling_lifts_a_gradient_that_underflows_in_float16(claim):
     assert raw == 0.0 and rel < 1e-3
 
 
+@control("AMP-02", "AMP-03", "AMP-09",
+         what="multiplying a loss by a number S scales its value but not its gradient: "
+              "backward() passes the unscaled gradient through loss * S")
+def scaling_leaves_the_gradient_alone(mp):
+    mul = torch.Tensor.__mul__
+
+    def value_only(self, other):
+        if self.requires_grad and isinstance(other, (int, float)) \
+                and not isinstance(other, bool):
+            return mul(self.detach(), other) + (self - self.detach())
+        return mul(self, other)
+    mp.setattr(torch.Tensor, "__mul__", value_only)
+
+
 def _scaler_vs_plain(claim, make_opt, scale=2.0 ** 10):
     """The same SGD/Adam step with and without a GradScaler, and the scaler's intermediates."""
     out = {}
@@ -250,6 +285,17 @@ def test_the_scaler_multiplies_the_loss_before_backward_and_divides_the_gradient
     assert r["scaled_loss_ratio"] == s and up and down
 
 
+@control("AMP-04", "AMP-09", "AMP-11",
+         what="GradScaler.unscale_ checks the gradients for inf but does not divide them by "
+              "S, so the optimizer steps on S times the gradient")
+def unscale_leaves_the_gradients_scaled(mp):
+    from torch.amp import GradScaler
+    unscale = GradScaler._unscale_grads_
+    mp.setattr(GradScaler, "_unscale_grads_",
+               lambda self, optimizer, inv_scale, found_inf, allow_fp16: unscale(
+                   self, optimizer, torch.ones_like(inv_scale), found_inf, allow_fp16))
+
+
 # ------------------------------------------------------------------ float16's large end
 @pytest.mark.claim("AMP-05")
 def test_float16_max_is_65504_and_the_scaler_skips_the_step_and_lowers_s_on_overflow(claim):
@@ -275,6 +321,15 @@ def test_float16_max_is_65504_and_the_scaler_skips_the_step_and_lowers_s_on_over
     # a run of 3 good steps (growth_interval) doubles S, which overflows again
     assert [h[:2] for h in history[1:4]] == [(False, True)] * 3 and history[3][2] == 2.0 ** 16
     assert history[4] == (True, False, 2.0 ** 15)
+
+
+@control("AMP-05", what="the scaler keeps S when the gradients overflow (torch's scale "
+                        "update backs off by a factor 1, not 0.5)")
+def scale_kept_on_overflow(mp):
+    update = torch._amp_update_scale_
+    mp.setattr(torch, "_amp_update_scale_",
+               lambda scale, tracker, found_inf, growth, backoff, interval: update(
+                   scale, tracker, found_inf, growth, 1.0, interval))
 
 
 @pytest.mark.claim("AMP-09")
@@ -329,6 +384,15 @@ def test_bfloat16_autocast_on_cpu_trains_without_a_scaler(claim):
     assert w.grad.item() == pytest.approx(1e-8, rel=1e-2)
 
 
+@control("AMP-06", "AMP-07", "AMP-10", moves=("prediction_dtype",),
+         what="torch.autocast does nothing: the forward pass stays float32 whatever dtype "
+              "it is given")
+def autocast_does_nothing(mp):
+    autocast = torch.autocast
+    mp.setattr(torch, "autocast", lambda device_type, dtype=None, enabled=True, cache_enabled=None:
+               autocast(device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled))
+
+
 @pytest.mark.claim("AMP-08")
 def test_bfloat16_has_float32s_8_exponent_bits_and_range(claim):
     def exponent_bits(dtype):
@@ -343,6 +407,16 @@ def test_bfloat16_has_float32s_8_exponent_bits_and_range(claim):
     assert exponent_bits(BF16) == exponent_bits(torch.float32) == 8 > exponent_bits(F16)
     assert bf.smallest_normal == f32.smallest_normal and bf.max / f32.max > 0.99
     assert torch.tensor(1e38).to(BF16).isfinite() and torch.tensor(1e38).to(F16).isinf()
+
+
+@control("AMP-08", what="torch's bfloat16 has float16's layout: 5 exponent bits, a maximum "
+                        "of 65504, so 1e38 overflows")
+def bfloat16_laid_out_as_float16(mp):
+    finfo, to = torch.finfo, torch.Tensor.to
+    mp.setattr(torch, "finfo", lambda dtype=None: finfo(F16 if dtype == BF16 else dtype)
+               if dtype is not None else finfo())
+    mp.setattr(torch.Tensor, "to", lambda self, *a, **k: to(to(self, F16), BF16)
+               if a and isinstance(a[0], torch.dtype) and a[0] == BF16 else to(self, *a, **k))
 
 
 # ------------------------------------------------------------------ float32 weights, memory

@@ -1,8 +1,9 @@
 """The expensive shared results of the concrete-data stories, each computed once per process.
 
 Every network here is trained by :func:`support.lab.batched.train_many` (the stacked version of
-:func:`support.lab.train_torch.train`, the same numbers run by run), and networks that share
-an epoch budget are trained together. The first request computes everything batched, in
+:func:`support.lab.train_torch.train`, through torch's own modules, loss, autograd, optimisers
+and sampler; ``support/tests/test_batched.py`` bounds how far each job is from ``train``'s
+numbers), and networks that share an epoch budget are trained together. The first request computes everything batched, in
 a process pool of up to two workers (one per core) while this process fits the trees and runs the
 JAX loop; later requests, from any test module, get the same objects. The bundle is kept
 on disk by :mod:`support.lab.cache` (keyed by data, protocol, environment and this code);
@@ -157,7 +158,8 @@ def _job(data: Concrete, name: str, fresh: bool = False) -> tuple[list[Spec], li
 
 def adam_runs(data: Concrete, fresh: bool = False) -> dict[str, TrainResult]:
     """``fixed`` (= seed 0), ``seed0``..``seed4``, ``no_zero_grad``, ``raw``: seeds 1-4
-    batched, the others the stories' runs (the same numbers, bit for bit: test_batched)."""
+    batched, the others the stories' runs (``train``'s, which the batched networks follow to
+    within rounding: test_batched)."""
     from support.lab import stories
     specs, res = _job(data, "adam", fresh)
     out = {f"seed{s.seed}": r for s, r in zip(specs, res)}
