@@ -14,6 +14,8 @@ work split between forward and backward.
 """
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,9 +23,19 @@ import pytest
 import torch
 from torch import nn
 
+from support.harness.controls import control
 from support.lab import toy
 from support.lab.train_torch import mlp, torch_threads
 from support.machine import timing
+
+
+def _waiting(x, seconds: float):
+    """``x`` passed through a host callback that sleeps ``seconds`` whenever the compiled
+    program computing it runs (a sleep, not work: it stays the same on a busy machine)."""
+    def wait(v):
+        time.sleep(seconds)
+        return v
+    return jax.pure_callback(wait, jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), x)
 
 
 def _torch_sides(width: int, batch: int = 256, d_in: int = 8):
@@ -83,6 +95,27 @@ def test_a_full_gradient_costs_about_two_forward_passes(claim, framework):
         timing.check_ratio(claim, "(forward+backward)/forward", cmp, "forward+backward",
                            "forward", budget_s=3.0)
     timing.record_times(claim, cmp)
+
+
+@control("AD-01", "AD-06", what="every backward pass costs a tenth of a second more: "
+                                "torch.autograd.grad and jax.value_and_grad's compiled gradient "
+                                "each wait 0.1 s, far more than the forward passes timed here")
+def backward_pays_a_tenth_of_a_second(mp):
+    real_grad, real_vg = torch.autograd.grad, jax.value_and_grad
+
+    def grad(*args, **kwargs):
+        time.sleep(0.1)
+        return real_grad(*args, **kwargs)
+
+    def value_and_grad(fun, *args, **kwargs):
+        vg = real_vg(fun, *args, **kwargs)
+
+        def waiting(*a, **k):
+            value, g = vg(*a, **k)
+            return _waiting(value, 0.1), g
+        return waiting
+    mp.setattr(torch.autograd, "grad", grad)
+    mp.setattr(jax, "value_and_grad", value_and_grad)
 
 
 def _toy_sides():
@@ -176,3 +209,11 @@ def test_forward_mode_wins_for_few_inputs_reverse_for_few_outputs(claim, shape):
                    "the pass count is the sentence's cost model, timed as 1,000 separate "
                    "jit(jvp) calls against one jit(vjp)")
     timing.record_times(claim, cmp)
+
+
+@control("AD-09", what="forward mode costs a tenth of a second more per Jacobian: jax.jacfwd's "
+                       "compiled Jacobian waits 0.1 s on every call")
+def jacfwd_pays_a_tenth_of_a_second(mp):
+    real = jax.jacfwd
+    mp.setattr(jax, "jacfwd", lambda *args, **kwargs: (
+        lambda jac: lambda *a, **k: _waiting(jac(*a, **k), 0.1))(real(*args, **kwargs)))

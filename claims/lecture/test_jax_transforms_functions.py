@@ -324,3 +324,10 @@ def test_value_dependent_if_cannot_be_traced_and_side_effects_run_once(claim, tr
     claim.record('value_dependent_if_rejected', traced)
     claim.record("side_effect_runs", len(calls))
     assert traced, f"jax.{transform} ran a value-dependent Python if"
+
+
+@control("JIT-24", what="jax.jit and jax.make_jaxpr run the Python function on the values it "
+                        "is called with instead of tracing it")
+def jit_and_make_jaxpr_run_on_values(mp):
+    mp.setattr(jax, "jit", lambda fun, *args, **kwargs: fun)
+    mp.setattr(jax, "make_jaxpr", lambda fun, *args, **kwargs: fun)

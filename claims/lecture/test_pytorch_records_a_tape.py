@@ -299,6 +299,13 @@ def test_training_holds_several_times_the_memory_of_running(claim):
                         f"({m['training']} B against {m['running']} B)")
 
 
+@control("TAPE-18", what="torch.optim.Adam keeps no moment estimates (it steps as plain SGD "
+                         "does), so training holds two parameter-sized buffers fewer",
+         moves=("training / running",))
+def adam_keeps_no_moments(mp):
+    mp.setattr(torch.optim, "Adam", torch.optim.SGD)
+
+
 @pytest.mark.claim("TAPE-20")
 def test_accumulation_is_gradient_accumulation_over_micro_batches(claim):
     torch.manual_seed(0)

@@ -212,6 +212,12 @@ def test_inference_mode_outputs_never_re_enter_a_graph(claim, use):
     assert not entered, "an inference-mode tensor took part in a graph and backpropagated"
 
 
+@control("TAPE-15", what="torch.inference_mode() is only no_grad: what it makes are ordinary "
+                         "tensors, which a graph may save and backpropagate through")
+def inference_mode_is_only_no_grad(mp):
+    mp.setattr(torch, "inference_mode", torch.no_grad)
+
+
 @pytest.mark.claim("TAPE-16")
 @pytest.mark.parametrize("mode", ["tensor", "item", "no_grad"])
 def test_a_referenced_loss_keeps_its_graph_alive(claim, mode):
@@ -385,3 +391,16 @@ def test_jax_records_nothing_unless_the_call_is_differentiated(claim):
                  note="the gradient of each parameter, nothing else")
     assert len(plain) == 1 and plain[0].shape == ()
     assert len(grads) == len(p)
+
+
+@control("JAX-01", what="JAX records like a tape: every jnp.tanh keeps its input alive for a "
+                        "backward pass, even in an ordinary call")
+def jnp_tanh_keeps_its_input(mp):
+    import jax.numpy as jnp
+    real, tape = jnp.tanh, []
+
+    def tanh(x, *args, **kwargs):
+        tape.append(x)
+        return real(x, *args, **kwargs)
+    mp.setattr(jnp, "tanh", tanh)
+

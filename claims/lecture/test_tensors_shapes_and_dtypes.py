@@ -197,6 +197,16 @@ def test_every_builtin_module_expects_batch_first(claim, module):
                          f"(batch_first={batch_first!r})")
 
 
+@control("SHAPE-03", what="nn.Linear, nn.Conv1d and nn.Conv2d run along axis 0 as a "
+                          "sequence-first recurrent module does (each output adds up the ones "
+                          "before it), so axis 0 is no longer the batch")
+def batch_axis_read_as_a_sequence(mp):
+    for cls in (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d):
+        def forward(self, x, _real=cls.forward):
+            return _real(self, x).cumsum(0)
+        mp.setattr(cls, "forward", forward)
+
+
 @pytest.mark.claim("SHAPE-04")
 def test_a_batch_first_slice_is_one_contiguous_slab(claim):
     X = torch.randn(100, 3, 8, 8)

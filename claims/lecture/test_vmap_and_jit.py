@@ -185,6 +185,18 @@ def test_torch_func_transforms_exist_and_match_autograd(claim):
     assert torch.allclose(per_row.reshape(-1), torch.sin(x) + x * torch.cos(x))
 
 
+@control("FW-07", what="torch.func.grad differentiates in float32, so its gradient is no "
+                       "longer the one autograd's backward() computes in float64")
+def func_grad_in_float32(mp):
+    from torch import func
+    real = func.grad
+
+    def grad(f, *args, **kwargs):
+        g = real(f, *args, **kwargs)
+        return lambda x, *rest, **kw: g(x.float(), *rest, **kw).to(x.dtype)
+    mp.setattr(func, "grad", grad)
+
+
 class _ChainModel(torch.nn.Module):
     """A model with a chain of elementwise ops between its two layers (JIT-17's chain as the
     activation): what a compiler can fuse."""
@@ -248,3 +260,13 @@ def test_torch_compile_compiles_a_model_into_fused_kernels(claim):
                      "the kernels Inductor generated for them")
     claim.record("generated kernels, the notes' 8-64-64-1 MLP", mlp_kernels)
     torch.testing.assert_close(compiled, eager)
+
+
+@control("FW-07", what="torch.compile only traces the model and runs its operators one by "
+                       "one (the aot_eager backend): it generates no kernel, fuses nothing")
+def compile_runs_op_by_op(mp):
+    real = torch.compile
+
+    def compile(model=None, **kwargs):
+        return real(model, **{**kwargs, "backend": "aot_eager"})
+    mp.setattr(torch, "compile", compile)

@@ -30,6 +30,7 @@ JAX device, through :func:`support.machine.timing.bench` (same trials, same meth
 """
 from __future__ import annotations
 
+import time
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+from support.harness.controls import control
 from support.machine import devices, timing
 from support.lab.jaxutil import x64
 
@@ -48,6 +50,41 @@ MIN_REPEATS = 5
 # seconds of extra rounds a figure may take while its interval straddles a bound
 BUDGET = 3.0
 BENCH_ROUNDS = 40          # the protocol's minimum over 40 repetitions
+
+
+# --------------------------------------------------------------------------- controls' tools
+# The controls below make dispatch and compiled calls cost more by sleeping: a sleep is not
+# work, so it costs the same on a busy machine, and the side that sleeps keeps a lower bound
+# that other work cannot take away (support/machine/timing.py).
+def _eager_calls_pay(mp, seconds: float, *names) -> None:
+    """Each ``(owner, name)`` sleeps ``seconds`` when it is called on arrays; on tracers (a
+    function being jitted calls it while it is traced, once, then never) it does not."""
+    for owner, name in names:
+        real = getattr(owner, name)
+
+        def paying(*args, _real=real, **kwargs):
+            if not any(isinstance(a, jax.core.Tracer)
+                       for a in jax.tree_util.tree_leaves((args, kwargs))):
+                time.sleep(seconds)
+            return _real(*args, **kwargs)
+        mp.setattr(owner, name, paying)
+
+
+def _jitted_calls_pay(mp, seconds) -> None:
+    """jax.jit whose functions sleep ``seconds(n)`` on every call, ``n`` the number of
+    equations of the function's jaxpr."""
+    real = jax.jit
+
+    def jit(fun, *args, **kwargs):
+        compiled, n = real(fun, *args, **kwargs), []
+
+        def call(*a, **k):
+            if not n:
+                n.append(len(jax.make_jaxpr(fun)(*a, **k).jaxpr.eqns))
+            time.sleep(seconds(n[0]))
+            return compiled(*a, **k)
+        return call
+    mp.setattr(jax, "jit", jit)
 
 
 # --------------------------------------------------------------------------- workloads
@@ -125,6 +162,17 @@ def test_jit_gains_nothing_on_one_matmul_plus_tanh(claim, jit_table):
     timing.record_times(claim, cmp)
 
 
+@control("JIT-16", "JIT-19", scope="process",
+         what="every call into JAX costs 0.1 s: each jax.numpy function and lax.fori_loop "
+              "called eagerly, and each call of a jitted function. Compiling then saves what "
+              "the workload calls most often, so the elementwise chain (six jax.numpy calls) "
+              "gains more than the loop (two), and the matmul (two) gains too")
+def every_call_into_jax_pays(mp):
+    _eager_calls_pay(mp, 0.1, *[(jnp, f) for f in ("tanh", "exp", "sin", "sqrt", "abs", "sum")],
+                     (lax, "fori_loop"))
+    _jitted_calls_pay(mp, lambda n: 0.1)
+
+
 @pytest.mark.claim("JIT-17")
 def test_jit_gains_a_little_on_an_elementwise_chain(claim, jit_table):
     cmp = jit_table["elementwise"]
@@ -151,6 +199,13 @@ def test_jit_gains_most_on_a_ten_step_loop(claim, jit_table):
                "the ten steps as a Python loop of jnp calls (unfused, where fusion is what jit "
                "adds)")
     timing.record_times(claim, cmp)
+
+
+@control("JIT-17", "JIT-18", scope="process",
+         what="a jitted function costs 0.3 s more on every call: compiling makes every "
+              "workload slower")
+def jitted_calls_pay_a_third_of_a_second(mp):
+    _jitted_calls_pay(mp, lambda n: 0.3)
 
 
 @pytest.mark.claim("JIT-19")
@@ -188,6 +243,12 @@ def test_a_bare_matmul_gains_nothing_from_jit(claim):
         # |speedup - 1| < 0.3
         timing.check_ratio(claim, "eager/jit", cmp, "eager", "jit", budget_s=BUDGET)
     timing.record_times(claim, cmp)
+
+
+@control("JIT-20", "JIT-01", what="a jitted function costs 20 ms more on every call, several "
+                                  "times the eager matmul and a hundred times the eager chain")
+def jitted_calls_pay_20_ms(mp):
+    _jitted_calls_pay(mp, lambda n: 0.02)
 
 
 def _chain(n_ops: int):
@@ -230,6 +291,16 @@ def test_compilation_pays_more_the_more_small_ops_it_collapses(claim):
                   [cmps[16], cmps[64]], budget_s=BUDGET)
 
 
+@control("JIT-21", what="a compiled chain of n small operations costs n squared operations "
+                        "(XLA re-evaluates the chain for every operation it fuses), 0.1 ms "
+                        "each, as much as an eager operation: the more operations, the less "
+                        "compiling pays")
+def fused_chains_cost_quadratically(mp):
+    array = type(jnp.zeros(()))
+    _eager_calls_pay(mp, 1e-4, (array, "__mul__"), (array, "__add__"))
+    _jitted_calls_pay(mp, lambda n: 1e-4 * n * n)
+
+
 @pytest.mark.claim("JIT-01")
 def test_jit_is_much_faster_on_a_chain_of_small_elementwise_ops(claim):
     cmp = _chain_speedups((8,))[8]
@@ -269,6 +340,19 @@ def test_vmap_is_faster_than_a_python_loop_over_256_examples(claim):
                                                  "with like (JAX-06 asserts the 2.2e-15)")
     assert diff < 1e-12
     timing.record_times(claim, cmp)
+
+
+@control("JAX-07", what="jax.vmap runs the function once per example in a Python loop and "
+                        "stacks the results: 256 small kernels again")
+def vmap_loops_over_the_batch(mp):
+    def vmap(fun, in_axes=0, out_axes=0, **kwargs):
+        def looped(*args):
+            axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+            n = next(jnp.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
+            return jnp.stack([fun(*(a if ax is None else a[i] for a, ax in zip(args, axes)))
+                              for i in range(n)])
+        return looped
+    mp.setattr(jax, "vmap", vmap)
 
 
 # --------------------------------------------------------------------------- bench tier

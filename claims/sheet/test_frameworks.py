@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 
+from support.harness.controls import control
 from support.lab import distributed
 from support.machine.environment import shared_env
 from support.lab.train_torch import mlp
@@ -115,6 +116,36 @@ def test_keras_compiles_then_fits_five_epochs_on_jax_and_torch(claim, keras_runs
         assert result["torch"] == torch.__version__
 
 
+# Keras fits in interpreters of its own (KERAS_BACKEND is read once, at import), which no
+# patch made in this process reaches: the control reaches them through the environment, a
+# sitecustomize on PYTHONPATH that every new interpreter of this session runs at start.
+FIT_ONE_EPOCH = textwrap.dedent('''
+    import os
+    if os.environ.get("KERAS_BACKEND"):
+        import keras
+        _fit = keras.Model.fit
+
+        def fit(self, *args, **kwargs):
+            kwargs["epochs"] = 1
+            return _fit(self, *args, **kwargs)
+        keras.Model.fit = fit
+''')
+
+
+@control("FW-02", what="Keras's model.fit ignores epochs=5 and trains a single epoch",
+         scope="process")
+def keras_fit_runs_one_epoch(mp):
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+    site = Path(tempfile.mkdtemp(prefix="claims-control-keras-"))
+    atexit.register(shutil.rmtree, site, True)
+    (site / "sitecustomize.py").write_text(FIT_ONE_EPOCH)
+    mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site),
+                                                          os.environ.get("PYTHONPATH")])))
+
+
 @pytest.mark.claim("FW-04")
 def test_an_onnx_export_runs_in_onnxruntime_and_matches_torch(claim, tmp_path):
     missing = _installed("onnx", "onnxruntime", "onnxscript")
@@ -147,3 +178,18 @@ def test_an_onnx_export_runs_in_onnxruntime_and_matches_torch(claim, tmp_path):
         shifted = model(x).numpy()
     assert float(np.abs(session.run(None, {name: x.numpy()})[0] - shifted).max()) > 1e-5
     assert max(diffs) <= 1e-5
+
+
+@control("FW-04", what="torch.onnx.export writes the weights rounded to half precision, so "
+                       "the file no longer holds the model torch runs")
+def onnx_export_rounds_weights_to_half(mp):
+    import copy
+    real = torch.onnx.export
+
+    def export(model, args, f=None, *rest, **kwargs):
+        rounded = copy.deepcopy(model)
+        with torch.no_grad():
+            for p in rounded.parameters():
+                p.copy_(p.half().float())
+        return real(rounded, args, f, *rest, **kwargs)
+    mp.setattr(torch.onnx, "export", export)
