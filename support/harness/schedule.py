@@ -240,6 +240,35 @@ def pytest_xdist_make_scheduler(config, log):
                     return index
             return candidates[0] if candidates and not timing_left else None
 
+        def schedule(self):
+            super().schedule()
+            self._unstick()
+            if not self.pending:
+                for node in self.nodes:
+                    if not node.shutting_down:
+                        node.shutdown()
+
+        def _unstick(self):
+            # The rules above may send nothing, on the promise that a running worker's next
+            # completion asks again. A worker runs a test only once it knows the next one (or
+            # is shut down), so while tests are pending and no worker holds two, nothing runs
+            # and nothing completes: the run waits forever (two timing tests of one module on
+            # two workers did: the second belongs to the module's worker, which holds one).
+            # Then the next pending test goes to its module's worker, else to the busiest.
+            while self.pending and all(len(self.node2pending[n]) < 2 for n in self.nodes
+                                       if not n.shutting_down):
+                index = self.pending.pop(0)
+                live = [n for n in self.nodes if not n.shutting_down]
+                if not live:
+                    self.pending.insert(0, index)
+                    return
+                owner = self.owner.get(module(self.collection[index]))
+                node = owner if owner in live else max(live, key=lambda n: len(self.node2pending[n]))
+                self.owner.setdefault(module(self.collection[index]), node)
+                self.last[node] = module(self.collection[index])
+                self.node2pending[node].append(index)
+                node.send_runtest_some([index])
+
         def _holds_timing(self, node) -> bool:
             return any(self.collection[i] in self.timing for i in self.node2pending[node])
 
@@ -256,6 +285,7 @@ def pytest_xdist_make_scheduler(config, log):
             for other in self.nodes:
                 if other is not node and len(self.node2pending[other]) < 2:
                     self.check_schedule(other)
+            self._unstick()
 
     return ModuleAffinity(config, log)
 

@@ -745,3 +745,23 @@ def test_one_timing_test_beside_one_other_test_runs_under_n(suite):
             claim.record("x", 1)
     """, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
     result.assert_outcomes(passed=2)
+
+
+@pytest.mark.timeout(120)
+def test_two_timing_tests_of_one_module_run_under_n(suite):
+    """support/harness/schedule.py: with two timing tests of one module and two workers, the
+    first goes to one worker and the second belongs to that worker's module, so the other is
+    sent nothing; the module's worker cannot start its only test before it is sent another:
+    the run waited forever (a negative control's session, ``-n 2 --claim JIT-17 --claim
+    JIT-18``, did)."""
+    pytest.importorskip("xdist")
+    result, _, _ = suite("""
+        import pytest
+
+        @pytest.mark.timing
+        @pytest.mark.claim("XX-01")
+        @pytest.mark.parametrize("i", range(2))
+        def test_timed(claim, i):
+            claim.record("x", 1)
+    """, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
+    result.assert_outcomes(passed=2)
