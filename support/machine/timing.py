@@ -38,7 +38,11 @@ A ratio ``min(A) / min(B)`` comes with a 95 % bootstrap interval: the rounds (a 
 one trial of every side, run back to back, so they saw the same load) are resampled with
 replacement, and the ratio of the minima is recomputed on each resample (:class:`Estimate`).
 The interval is how well the run pinned the minima down: on a quiet machine the smallest
-trials agree and it is narrow; under bursts of load it widens. A figure in the registry
+trials agree and it is narrow; under bursts of load it widens. It also spans the 95 %
+interval of the median of the rounds' own ratios (:func:`paired_median_interval`): load that
+no probe sees (a neighbour on the other hyperthread, a shared cache filled) slows the trials
+of a round by a different amount in each round, and where the rounds disagree the figure
+must not be decided by the luckiest trials. A figure in the registry
 ("eager/jit", with the bound of the qualitative claim and the notes' stated value) is then
 
 * **decided** when the whole interval lies on one side of each bound and of each edge of the
@@ -222,6 +226,8 @@ class Estimate:
     boot: np.ndarray
     rounds: int
     boot_lo: np.ndarray | None = None
+    # the 95 % interval of the median of the rounds' paired ratios, where there is one
+    paired: tuple[float, float] | None = None
 
     @property
     def lows(self) -> np.ndarray:
@@ -234,6 +240,8 @@ class Estimate:
         # time other work can have taken leaves no bound), and inf - inf is no number
         lo = np.percentile(self.lows, tail, method="lower")
         hi = np.percentile(self.boot, 100 - tail, method="higher")
+        if self.paired is not None:
+            lo, hi = min(lo, self.paired[0]), max(hi, self.paired[1])
         return float(min(lo, self.value)), float(max(hi, self.value))
 
     @property
@@ -244,15 +252,47 @@ class Estimate:
     def __truediv__(self, other: "Estimate") -> "Estimate":
         """A ratio of two statistics (a speed-up over a speed-up); resampled jointly when
         both come from the same rounds, independently otherwise."""
+        paired = None
+        if self.paired is not None and other.paired is not None:
+            # each end against the other's far end: no narrower than either allows
+            with np.errstate(divide="ignore", invalid="ignore"):
+                paired = (float(_safe_div(np.array(self.paired[0]), np.array(other.paired[1]))),
+                          float(_safe_div(np.array(self.paired[1]), np.array(other.paired[0]))))
         with np.errstate(divide="ignore", invalid="ignore"):
             return Estimate(f"({self.label}) / ({other.label})", self.value / other.value,
                             _safe_div(self.boot, other.lows), min(self.rounds, other.rounds),
-                            _safe_div(self.lows, other.boot))
+                            _safe_div(self.lows, other.boot), paired)
 
     def inverse(self) -> "Estimate":
         one = np.ones_like(self.boot)
+        paired = None
+        if self.paired is not None:
+            paired = (float(_safe_div(np.array(1.0), np.array(self.paired[1]))),
+                      float(_safe_div(np.array(1.0), np.array(self.paired[0]))))
         return Estimate(f"1 / ({self.label})", 1 / self.value, _safe_div(one, self.lows),
-                        self.rounds, _safe_div(one, self.boot))
+                        self.rounds, _safe_div(one, self.boot), paired)
+
+
+def paired_median_interval(ta: np.ndarray, tb: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of the median of the rounds' ratios ``ta[i] / tb[i]`` (order
+    statistics, the sign test's ranks; the whole range under 6 rounds).
+
+    The minima's bootstrap sees how well the fastest trials agree, not what slowed them: a
+    neighbour on the other hyperthread of a core, or one that fills the shared cache, slows
+    trials without any run-queue wait the load probe could see, and by a different amount
+    in each round. A round's two trials ran back to back under the same neighbours, so their
+    ratio keeps most of what the sides differ by and loses most of what the load added; where
+    the rounds' ratios spread, this interval is wide and the figure stays undecided instead
+    of decided by the luckiest trials. On a quiet machine the rounds agree and it is narrow."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.sort(_safe_div(np.asarray(ta, dtype=float), np.asarray(tb, dtype=float)))
+    n = len(r)
+    if n < 6:
+        return float(r[0]), float(r[-1])
+    half = 1.96 * np.sqrt(n) / 2
+    j = max(int(np.floor(n / 2 - half)), 0)
+    k = min(int(np.ceil(n / 2 + half)), n - 1)
+    return float(r[j]), float(r[k])
 
 
 def _safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -290,7 +330,8 @@ class Comparison:
         # the other way round (equal to the plain ratio where no trial was delayed)
         hi = _safe_div(ta[:n][idx].min(axis=1), lb[:n][idx].min(axis=1))
         lo = _safe_div(la[:n][idx].min(axis=1), tb[:n][idx].min(axis=1))
-        return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), hi, n, lo)
+        return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), hi, n, lo,
+                        paired_median_interval(ta[:n], tb[:n]))
 
     def delayed(self) -> dict[str, int]:
         """Per side, the trials other work can have delayed by more than 1 %."""

@@ -211,3 +211,23 @@ def test_a_slow_machine_gets_a_longer_budget_up_to_the_cap(monkeypatch):
 
     monkeypatch.setattr(timing, "time_call", slow_trial)
     assert spent(1.0) < 0.25 <= spent(3.0)           # three times the seconds, as many rounds
+
+
+def test_rounds_that_disagree_leave_the_ratio_undecided_whatever_the_minima_say():
+    # each side is fast in every other round and slowed by a fifth in the rest, never in the
+    # same round (a neighbour that wakes up between the two trials of a round): both minima
+    # are the undisturbed 1.0 in every resample, so the minima's bootstrap alone is [1, 1];
+    # the rounds' own ratios say 0.83 or 1.2, and the interval spans them
+    a, b = [1.0, 1.2] * 15, [1.2, 1.0] * 15
+    lo, hi = timing.paired_median_interval(np.array(a), np.array(b))
+    assert lo == pytest.approx(1 / 1.2) and hi == pytest.approx(1.2)
+    est = cmp(a, b).ratio("a", "b")
+    assert est.value == 1.0
+    assert est.interval[0] <= 1 / 1.2 + 1e-12 and est.interval[1] >= 1.2 - 1e-12
+    assert not recorder(bounds=[Bound(">", 0.9)]).decided("a/b", est.value, est.interval)
+    # rounds that agree keep it narrow: a steady 5 % apart is decided
+    steady = cmp([1.05] * 30, [1.0] * 30).ratio("a", "b")
+    assert steady.interval == pytest.approx((1.05, 1.05))
+    # and a ratio of ratios carries it to both ends
+    both = est / steady
+    assert both.interval[0] <= (1 / 1.2) / 1.05 + 1e-9 and both.interval[1] >= 1.2 / 1.05 - 1e-9
