@@ -29,6 +29,10 @@ reports per control and claim what the verdict became (:func:`outcome`):
 * **survived**: the claim still holds (or is partial, or inconclusive): the test cannot see
   what its sentence is about, a defect of the test to fix, never an entry to silence;
 * **broken**: the test errored: a crash proves nothing;
+* **undecided**: a timing claim came out inconclusive under the control: its trials were
+  too disturbed by other work to decide either way (a busy machine), which shows neither
+  that the test sees the control nor that it cannot; listed, not counted, never red, and
+  on a quiet machine the same control decides;
 * **not run**: the claim's tests did not run here (no GPU), listed, not counted.
 
 The run writes ``controls.json`` (default ``reports/controls/``); a claims report written
@@ -42,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 SCOPES = ("test", "process")
-OUTCOMES = ("red", "survived", "broken", "not run")
+OUTCOMES = ("red", "survived", "broken", "undecided", "not run")
 
 
 @dataclass(frozen=True)
@@ -89,10 +93,12 @@ def for_claims(ids) -> list[Control]:
 
 
 # --------------------------------------------------------------------------- the verdict rule
-def outcome(control: Control, claim: str, variants: list[dict]) -> tuple[str, str]:
+def outcome(control: Control, claim: str, variants: list[dict], timing: bool = False
+            ) -> tuple[str, str]:
     """What a control made of one claim, from the claim's variants under it (as a claims
     report lists them: verdict, reason, figures with their outcomes): ``(outcome,
-    evidence)``, outcome one of :data:`OUTCOMES`."""
+    evidence)``, outcome one of :data:`OUTCOMES`. ``timing``: the claim is a timing claim
+    (kinds d and e), whose inconclusive means a machine too busy to decide."""
     ran = [v for v in variants if v.get("role", "test") != "benchmark"
            and v.get("verdict") in ("error", "fails", "drift", "inconclusive", "holds")]
     if not ran:
@@ -111,6 +117,10 @@ def outcome(control: Control, claim: str, variants: list[dict]) -> tuple[str, st
     if drifted:
         return "survived", ("drifts, but on figures the control does not name: "
                             + _first(drifted))
+    undecided = [v for v in ran if v["verdict"] == "inconclusive"]
+    if timing and undecided and all(v["verdict"] == "inconclusive" for v in ran):
+        return "undecided", ("inconclusive under the control (other work disturbed the "
+                             "trials): " + _first(undecided))
     return "survived", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}"
                                  for v in ran)
 
@@ -171,11 +181,12 @@ def _variants_under(report: dict, name: str) -> dict[str, list[dict]]:
     return out
 
 
-def _evaluate(c: Control, report: dict, seconds: float, how: str) -> dict:
+def _evaluate(c: Control, report: dict, seconds: float, how: str, registry: dict) -> dict:
     under = _variants_under(report, c.name)
     results = {}
     for cid in c.claims:
-        res, evidence = outcome(c, cid, under.get(cid, []))
+        timing = cid in registry and registry[cid].kind in ("d", "e")
+        res, evidence = outcome(c, cid, under.get(cid, []), timing)
         if not report:
             res, evidence = "broken", f"the {how} session wrote no claims report (see the log)"
         results[cid] = {"outcome": res, "evidence": evidence[:600]}
@@ -197,6 +208,8 @@ def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> di
             state = "controlled"
         elif "survived" in seen or "broken" in seen:
             state = "survived" if "survived" in seen else "broken"
+        elif "undecided" in seen:
+            state = "undecided"
         elif seen:
             state = "not run"
         else:
@@ -276,7 +289,7 @@ def run(command: str, args) -> int:
             _, rep, wall = _pytest(["-n", args.workers, "--controls", *claim_args],
                                    args.out / "test-scope", {}, log)
             for c in tests:
-                results.append(_evaluate(c, rep, wall / max(1, len(tests)), "test-scope"))
+                results.append(_evaluate(c, rep, wall / max(1, len(tests)), "test-scope", registry))
             print(f"controls: {len(tests)} test-scope controls in one session, {wall:.0f} s")
         left = []
         for c in ordered:
@@ -288,7 +301,7 @@ def run(command: str, args) -> int:
                 _, rep, wall = _pytest(["-n", args.workers, "--fresh", f"--control={c.name}",
                                         *[f"--claim={cid}" for cid in c.claims]],
                                        args.out / c.name, {"LECTURE11_CACHE": cache}, log)
-            results.append(_evaluate(c, rep, wall, "process"))
+            results.append(_evaluate(c, rep, wall, "process", registry))
             print(f"controls: {c.name} ({', '.join(c.claims)}), its own session, {wall:.0f} s")
     baseline = json.loads(args.report.read_text()) if args.report.is_file() else None
     summary = summarise(results, registry, baseline)

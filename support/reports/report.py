@@ -310,6 +310,8 @@ def control_text(e: dict) -> str:
     why = c.get("reason") or {"uncontrolled": "no control written",
                               "survived": "its control survived: the test cannot see it",
                               "broken": "its control broke the test",
+                              "undecided": "its control's run was too disturbed by other work "
+                                           "to decide (a busy machine)",
                               "not run": "its controls did not run here"}.get(c["state"], "")
     return f" · {'uncontrolled' if c['state'] != 'not run' else 'control not run'}: {why}"
 
@@ -330,7 +332,7 @@ def controls_lines(data: dict) -> list[str]:
             f"{run.get('wall_s', '?')} s): {n} of {len(held)} claims that hold, are partial or "
             f"inconclusive turned red under a control")
     out = [head]
-    for s in ("survived", "broken", "not run", "uncontrolled"):
+    for s in ("survived", "broken", "undecided", "not run", "uncontrolled"):
         if state.get(s):
             out.append(f"  {s}: {', '.join(sorted(state[s]))}")
     return out

@@ -112,7 +112,7 @@ def suite(pytester, monkeypatch):
     def run(*args):
         pytester.runpytest("--claims-report", str(pytester.path / "out"), *args)
         report = json.loads((pytester.path / "out" / "claims.json").read_text())
-        return {name: ctl._evaluate(ctl.CONTROLS[name], report, 0.0, "test")["results"]
+        return {name: ctl._evaluate(ctl.CONTROLS[name], report, 0.0, "test", {})["results"]
                 for name in ctl.CONTROLS if name in _names(report)}
 
     return run
@@ -164,6 +164,21 @@ def test_an_unknown_control_is_a_usage_error(pytester, suite):
 def test_the_outcome_rule(verdict, outcome):
     c = ctl.Control("c", ("XX-01",), "w", lambda mp: None)
     assert ctl.outcome(c, "XX-01", [{"verdict": verdict, "reason": "r"}])[0] == outcome
+
+
+@pytest.mark.parametrize("verdicts,outcome", [(["inconclusive"], "undecided"),
+                                              (["inconclusive", "holds"], "survived"),
+                                              (["inconclusive", "fails"], "red")])
+def test_a_timing_claim_left_inconclusive_by_a_busy_machine_is_undecided(verdicts, outcome):
+    """Under load a timing claim's intervals widen until nothing is decided: that shows
+    neither that its test sees the control nor that it cannot. A variant that still holds
+    beside it is a survivor, one that fails is red; a claim that is no timing claim is held
+    to the plain rule (inconclusive survives)."""
+    c = ctl.Control("c", ("XX-01",), "w", lambda mp: None)
+    variants = [{"verdict": v, "reason": "r"} for v in verdicts]
+    assert ctl.outcome(c, "XX-01", variants, timing=True)[0] == outcome
+    assert ctl.outcome(c, "XX-01", variants[:1])[0] == ("red" if verdicts[0] == "fails"
+                                                         else "survived")
 
 
 def test_a_shared_result_is_computed_afresh_and_kept_nowhere_under_a_control(tmp_path, monkeypatch):
