@@ -15,6 +15,12 @@ run that went red with what was not as expected. The reports of the runs are kep
 ``--out`` (default ``reports/stability``: ``run-N/claims.json``, and ``stability.json``).
 Exit status 0 only when every run was green and no verdict changed.
 
+``--cached`` leaves out ``--fresh``: the runs read the result cache (the shared concrete
+experiments, trained once), as the README's command does when a user runs it again; the
+first run fills the cache if it is empty. The claims that time something never come from
+the cache, so this still shows what the machine's load does to them, in a fraction of the
+time.
+
 ``--load K`` runs the suite on a busy machine, as a lecturer's laptop or a shared CI runner
 is: for the length of each run, K processes that spin on the CPU at the suite's own priority
 (so the suite gets a fraction of the machine). They stop when the run ends and on their own
@@ -51,6 +57,9 @@ def _options(p) -> None:
                    help="HYPOTHESIS_PROFILE for the runs (default dev: explores)")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "stability",
                    help="where the runs' reports go (default reports/stability)")
+    p.add_argument("--cached", action="store_true",
+                   help="keep the result cache between runs (no --fresh): the README's command "
+                        "as a user reruns it")
     p.add_argument("--load", type=int, default=0, metavar="K",
                    help="K CPU-bound processes at the suite's priority beside each run (a busy "
                         "machine); a timing claim that goes inconclusive under load is listed, "
@@ -135,7 +144,8 @@ def _summary(counts: dict) -> str:
 def run_once(i: int, seed: int | None, args, passthrough: list[str]) -> dict:
     out = args.out / f"run-{i}"
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pytest", "-n", str(args.workers), "--fresh",
+    cmd = [sys.executable, "-m", "pytest", "-n", str(args.workers),
+           *([] if getattr(args, "cached", False) else ["--fresh"]),
            f"--claims-report={out}", "-q"]
     if args.order != "none":
         cmd += [f"--random-order-bucket={args.order}", f"--random-order-seed={seed}"]
@@ -203,7 +213,8 @@ def run(command: str, args) -> int:
                   "(or --order none)", file=sys.stderr)
             return 2
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
-    print(f"stability: {args.runs} runs of python -m pytest -n {args.workers} --fresh "
+    fresh = "" if args.cached else "--fresh "
+    print(f"stability: {args.runs} runs of python -m pytest -n {args.workers} {fresh}"
           f"{' '.join(passthrough)} (HYPOTHESIS_PROFILE={args.profile}, order: {args.order}"
           f"{f', seeds from {first}' if args.order != 'none' else ''}"
           f"{f'; {args.load} busy processes beside each run' if args.load else ''})", flush=True)

@@ -80,3 +80,20 @@ def test_a_change_is_listed_with_the_figures_and_intervals_it_was_read_from():
             "forward min": {"value": 0.002}}}]}]}
     assert stability._figures_of(report, "AD-01[jax]") == \
         "(forward+backward)/forward = 3.31 [2.52, 4.33] (undecided)"
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_cached_runs_keep_the_result_cache_and_fresh_runs_do_not(cached, monkeypatch, tmp_path):
+    import argparse
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "1 passed\n", "")
+
+    monkeypatch.setattr(stability.subprocess, "run", fake_run)
+    args = argparse.Namespace(out=tmp_path, workers="2", cached=cached, order="none",
+                              profile="dev", load=0)
+    got = stability.run_once(1, None, args, [])
+    assert ("--fresh" in seen[0]) is not cached
+    assert got["green"]
