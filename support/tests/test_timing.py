@@ -231,3 +231,21 @@ def test_rounds_that_disagree_leave_the_ratio_undecided_whatever_the_minima_say(
     # and a ratio of ratios carries it to both ends
     both = est / steady
     assert both.interval[0] <= (1 / 1.2) / 1.05 + 1e-9 and both.interval[1] >= 1.2 / 1.05 - 1e-9
+
+
+def test_a_few_delayed_rounds_are_set_aside_when_most_are_clean():
+    # 5 us trials, 3 of 40 rounds held up by another process for longer than the trial: their
+    # lower bounds are 0, and kept they would send the ratio's upper end to infinity
+    times_a, delays_a = [10e-6] * 40, [0.0] * 40
+    times_b, delays_b = [5e-6] * 40, [0.0] * 40
+    for i in (3, 17, 29):
+        times_b[i], delays_b[i] = 2e-3, 2e-3
+    few = timing.Comparison({"a": timing.Side("a", times_a, delays_a),
+                             "b": timing.Side("b", times_b, delays_b)}, 40)
+    assert few.ratio("a", "b").interval == pytest.approx((2.0, 2.0))
+    # most rounds delayed: nothing is set aside and the interval widens (inconclusive)
+    delays_b = [2e-3 if i % 4 else 0.0 for i in range(40)]
+    times_b = [2e-3 if i % 4 else 5e-6 for i in range(40)]
+    busy = timing.Comparison({"a": timing.Side("a", times_a, delays_a),
+                              "b": timing.Side("b", times_b, delays_b)}, 40)
+    assert busy.ratio("a", "b").interval[1] == float("inf")
