@@ -53,9 +53,12 @@ def test_inference_mode_is_slightly_faster_than_no_grad(claim, switches):
         timing.check_ratio(claim, "tape on/no_grad", switches, "tape on", "no_grad",
                            budget_s=3.0)
         # "slightly faster": no_grad / inference_mode above 1 beyond noise (the catalogue saw
-        # 21.0 vs 21.0 us: a gain this small may well stay inconclusive)
+        # 21.0 vs 21.0 us). The gain is 2 to 4 % here, and 3 s of rounds left its interval's
+        # lower end at 0.99 to 1.0 in half the runs on an idle machine (holds in one run,
+        # inconclusive in the next); up to the thousand rounds of MAX_ROUNDS (12 ms each)
+        # pin the rounds' median down to a few tenths of a percent
         timing.check_ratio(claim, "no_grad/inference_mode", switches, "no_grad",
-                           "inference_mode", budget_s=3.0)
+                           "inference_mode", budget_s=12.0)
     timing.record_times(claim, switches)
 
 
