@@ -145,7 +145,7 @@ def run_once(i: int, seed: int | None, args, passthrough: list[str]) -> dict:
     out = args.out / f"run-{i}"
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "pytest", "-n", str(args.workers),
-           *([] if getattr(args, "cached", False) else ["--fresh"]),
+           *([] if args.cached else ["--fresh"]),
            f"--claims-report={out}", "-q"]
     if args.order != "none":
         cmd += [f"--random-order-bucket={args.order}", f"--random-order-seed={seed}"]
