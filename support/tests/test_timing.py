@@ -255,3 +255,22 @@ def test_a_few_delayed_rounds_are_set_aside_when_most_are_clean():
     busy = timing.Comparison({"a": timing.Side("a", times_a, delays_a),
                               "b": timing.Side("b", times_b, delays_b)}, 40)
     assert busy.ratio("a", "b").interval[1] == float("inf")
+
+
+def test_a_ratio_of_two_ratios_of_one_comparison_is_paired_round_by_round():
+    # the machine's state drifts between rounds (every side 1x to 3x slower in turn), the
+    # same within a round: each round's speed-up over speed-up is exactly 2
+    drift = np.array([1.0, 3.0, 1.5, 2.5, 2.0] * 8)
+    c = timing.Comparison({"e1": timing.Side("e1", list(2.0 * drift)),
+                           "j1": timing.Side("j1", list(1.0 * drift[::-1])),
+                           "e4": timing.Side("e4", list(8.0 * drift)),
+                           "j4": timing.Side("j4", list(2.0 * drift[::-1]))}, len(drift))
+    paired = c.ratio("e4", "j4") / c.ratio("e1", "j1")
+    assert paired.paired == (2.0, 2.0)
+    # the same trials in two comparisons: end against far end, widened by the drift
+    a = timing.Comparison({"e4": c["e4"], "j4": c["j4"]}, len(drift))
+    b = timing.Comparison({"e1": c["e1"], "j1": c["j1"]}, len(drift))
+    apart = a.ratio("e4", "j4") / b.ratio("e1", "j1")
+    assert apart.paired[0] < 1.5 and apart.paired[1] > 2.5
+    # and the inverse keeps the pairing
+    assert paired.inverse().paired == (0.5, 0.5)
