@@ -275,7 +275,7 @@ class Estimate:
             source = self.source
             kept = np.isfinite(per_round)
             if kept.any():
-                paired = paired_median_interval(per_round[kept], np.ones(int(kept.sum())))
+                paired = median_interval(per_round[kept])
         elif self.paired is not None and other.paired is not None:
             # each end against the other's far end: no narrower than either allows
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -311,8 +311,13 @@ def paired_median_interval(ta: np.ndarray, tb: np.ndarray) -> tuple[float, float
     ratio keeps most of what the sides differ by and loses most of what the load added; where
     the rounds' ratios spread, this interval is wide and the figure stays undecided instead
     of decided by the luckiest trials. On a quiet machine the rounds agree and it is narrow."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.sort(_safe_div(np.asarray(ta, dtype=float), np.asarray(tb, dtype=float)))
+    return median_interval(_safe_div(np.asarray(ta, dtype=float), np.asarray(tb, dtype=float)))
+
+
+def median_interval(ratios: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of the median of ``ratios`` (:func:`paired_median_interval`'s order
+    statistics, for ratios already paired round by round)."""
+    r = np.sort(np.asarray(ratios, dtype=float))
     n = len(r)
     if n < 6:
         return float(r[0]), float(r[-1])
@@ -361,8 +366,7 @@ class Comparison:
         # delayed on an idle machine: never decided). Where most rounds were delayed (a busy
         # machine), they are kept with their lower bounds and the interval widens instead.
         clean = (ta - la <= DELAYED * ta) & (tb - lb <= DELAYED * tb)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_round = ta / tb
+        per_round = _safe_div(ta, tb)
         if not clean.all() and clean.sum() >= max(MIN_CLEAN, CLEAN_SHARE * n):
             per_round = np.where(clean, per_round, np.nan)
             ta, tb = ta[clean], tb[clean]
@@ -374,7 +378,7 @@ class Comparison:
         hi = _safe_div(ta[:n][idx].min(axis=1), lb[:n][idx].min(axis=1))
         lo = _safe_div(la[:n][idx].min(axis=1), tb[:n][idx].min(axis=1))
         return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), hi, n, lo,
-                        paired_median_interval(ta, tb), per_round, id(self))
+                        median_interval(per_round[~np.isnan(per_round)]), per_round, id(self))
 
     def delayed(self) -> dict[str, int]:
         """Per side, the trials other work can have delayed by more than 1 %."""
