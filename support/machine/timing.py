@@ -184,6 +184,8 @@ class Side:
     name: str
     times: list[float]
     delays: list[float] = field(default_factory=list)
+    # calls made in each trial; ``times`` and ``delays`` are per call (the trial's / calls)
+    calls: int = 1
 
     @property
     def min(self) -> float:
@@ -215,6 +217,8 @@ class Side:
     def summary(self) -> dict:
         out = {"min_s": self.min, "median_s": self.median, "n": len(self.times),
                "cv": round(self.cv, 4)}
+        if self.calls > 1:
+            out["calls_per_trial"] = self.calls
         if self.delays:
             out["delayed_by_other_work"] = self.delayed
             out["min_undisturbed_lower_s"] = float(self.lower().min())
@@ -402,8 +406,8 @@ def _rounds(fns, syncs, out: dict[str, Side], repeats: int, start: int = 0,
     for r in range(start, start + repeats):
         for n in (names if r % 2 == 0 else names[::-1]):
             t, d = measure(fns[n], syncs[n])
-            out[n].times.append(t)
-            out[n].delays.append(d)
+            out[n].times.append(t / out[n].calls)
+            out[n].delays.append(d / out[n].calls)
             spent += t
         done += 1
         if max_seconds is not None and spent > max_seconds and done >= min_repeats:
@@ -413,21 +417,33 @@ def _rounds(fns, syncs, out: dict[str, Side], repeats: int, start: int = 0,
 
 def compare(sides: Mapping[str, Callable], *, repeats: int, warmup: int = 1,
             sync: Callable | Mapping[str, Callable] = no_sync,
-            max_seconds: float | None = None, min_repeats: int = 5) -> Comparison:
+            max_seconds: float | None = None, min_repeats: int = 5,
+            calls: int = 1) -> Comparison:
     """Time every side ``repeats`` times, interleaved, after ``warmup`` untimed calls each.
 
     ``sync`` is one function for all sides or one per side. With ``max_seconds`` the rounds
     stop early once that much time was spent on trials (never before ``min_repeats``
-    rounds); :func:`settle` adds rounds later where a figure needs them."""
+    rounds); :func:`settle` adds rounds later where a figure needs them.
+
+    With ``calls`` > 1 a trial calls its side that many times back to back and then waits
+    for all the results at once, and its time is recorded per call. For calls of a few
+    microseconds of dispatch whose results come back through another thread (JAX on CPU),
+    the wait for a result is a fixed latency of tens of microseconds that varies from
+    trial to trial and is the same whatever the call did; one call per trial would measure
+    mostly that wait. (``timeit`` loops inside a trial for the same reason.)"""
+    if calls < 1:
+        raise ValueError(f"calls must be at least 1, got {calls}")
     names = list(sides)
     syncs = {n: (sync[n] if isinstance(sync, Mapping) else sync) for n in names}
+    fns = dict(sides) if calls == 1 else {
+        n: (lambda fn=sides[n]: [fn() for _ in range(calls)]) for n in names}
     for _ in range(warmup):
         for n in names:
-            syncs[n](sides[n]())
-    out = {n: Side(n, []) for n in names}
-    done = _rounds(dict(sides), syncs, out, repeats, max_seconds=max_seconds,
+            syncs[n](fns[n]())
+    out = {n: Side(n, [], calls=calls) for n in names}
+    done = _rounds(fns, syncs, out, repeats, max_seconds=max_seconds,
                    min_repeats=min_repeats)
-    return Comparison(out, done, dict(sides), syncs, zlib.crc32("|".join(names).encode()))
+    return Comparison(out, done, fns, syncs, zlib.crc32("|".join(names).encode()))
 
 
 def dispatch_vs_done(fn: Callable, sync: Callable, *, repeats: int, warmup: int = 1
@@ -454,8 +470,10 @@ def dispatch_vs_done(fn: Callable, sync: Callable, *, repeats: int, warmup: int 
 def record_times(claim, cmp: Comparison, prefix: str = "") -> None:
     """Record the absolute times (seconds) of every side: reported, never asserted."""
     for name, side in cmp.sides.items():
+        per = f" of {side.calls} calls (times per call)" if side.calls > 1 else ""
         claim.record(f"{prefix}{name} min", side.min, unit="s",
-                     note=f"median {side.median:.4g} s over {len(side.times)} interleaved trials")
+                     note=f"median {side.median:.4g} s over {len(side.times)} interleaved "
+                          f"trials{per}")
 
 
 def record_estimate(claim, name: str, est: Estimate) -> float:

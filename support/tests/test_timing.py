@@ -274,3 +274,39 @@ def test_a_ratio_of_two_ratios_of_one_comparison_is_paired_round_by_round():
     assert apart.paired[0] < 1.5 and apart.paired[1] > 2.5
     # and the inverse keeps the pairing
     assert paired.inverse().paired == (0.5, 0.5)
+
+
+def test_a_burst_pays_the_wait_for_its_results_once_and_is_timed_per_call(monkeypatch):
+    # a fake clock: a call of side a costs 2, of side b 1, and waiting for the results 10,
+    # whatever they are (JAX on CPU: the result comes back through another thread)
+    clock, waits = [0.0], []
+
+    def side(cost):
+        def call():
+            clock[0] += cost
+            return cost
+        return call
+
+    def wait(results):
+        waits.append(results)
+        clock[0] += 10.0
+
+    def measure(fn, sync):
+        t0 = clock[0]
+        sync(fn())
+        return clock[0] - t0, 0.0
+
+    monkeypatch.setattr(timing, "measure", measure)
+    one = timing.compare({"a": side(2.0), "b": side(1.0)}, repeats=3, sync=wait, warmup=0)
+    assert one.ratio("a", "b").value == pytest.approx(12 / 11)     # mostly the wait
+    waits.clear()
+    burst = timing.compare({"a": side(2.0), "b": side(1.0)}, repeats=3, sync=wait, warmup=0,
+                           calls=16)
+    assert [len(w) for w in waits] == [16] * 6                     # one wait per trial
+    assert burst["a"].times == [pytest.approx(42 / 16)] * 3        # per call
+    assert burst["a"].summary()["calls_per_trial"] == 16
+    assert burst.ratio("a", "b").value == pytest.approx(42 / 26)   # nearer the calls' 2
+    burst.extend(2)                                                # more rounds: still bursts
+    assert len(waits[-1]) == 16 and burst["b"].times[-1] == pytest.approx(26 / 16)
+    with pytest.raises(ValueError, match="calls must be at least 1"):
+        timing.compare({"a": side(1.0)}, repeats=1, calls=0)
