@@ -53,12 +53,15 @@ def test_inference_mode_is_slightly_faster_than_no_grad(claim, switches):
         timing.check_ratio(claim, "tape on/no_grad", switches, "tape on", "no_grad",
                            budget_s=3.0)
         # "slightly faster": no_grad / inference_mode above 1 beyond noise (the catalogue saw
-        # 21.0 vs 21.0 us). The gain is 2 to 4 % here, and 3 s of rounds left its interval's
-        # lower end at 0.99 to 1.0 in half the runs on an idle machine (holds in one run,
-        # inconclusive in the next); up to the thousand rounds of MAX_ROUNDS (12 ms each)
-        # pin the rounds' median down to a few tenths of a percent
-        timing.check_ratio(claim, "no_grad/inference_mode", switches, "no_grad",
-                           "inference_mode", budget_s=12.0)
+        # 21.0 vs 21.0 us), and by the catalogue's protocol a median ("median of 2000"), not
+        # a minimum. The gain is 1 to 6 % here, as large as the minima's own scatter: with
+        # the minima's bootstrap in the interval its lower end sat at 0.99 to 1.02 and two
+        # of ten idle runs were left undecided (1.01 [0.999, 1.05], 1.016 [0.990, 1.06]),
+        # while the median of the rounds' ratios read 1.014 to 1.042 at its lower end in
+        # every standalone run. Up to the thousand rounds of MAX_ROUNDS where it needs them.
+        timing.settle(claim, "no_grad/inference_mode",
+                      lambda: switches.median_ratio("no_grad", "inference_mode"), [switches],
+                      budget_s=12.0)
     timing.record_times(claim, switches)
 
 

@@ -310,3 +310,20 @@ def test_a_burst_pays_the_wait_for_its_results_once_and_is_timed_per_call(monkey
     assert len(waits[-1]) == 16 and burst["b"].times[-1] == pytest.approx(26 / 16)
     with pytest.raises(ValueError, match="calls must be at least 1"):
         timing.compare({"a": side(1.0)}, repeats=1, calls=0)
+
+
+def test_the_median_of_paired_rounds_sees_a_small_gain_that_lucky_minima_hide():
+    # every round: a is 3 % slower than b; the machine drifts from round to round, and one
+    # of a's trials was lucky (the neighbour paused just then)
+    drift = np.array([1.0, 1.2, 1.1, 1.3, 1.05] * 20)
+    a, b = list(1.03 * drift), list(drift)
+    a[7] = 0.95
+    c = cmp(a, b)
+    assert c.ratio("a", "b").value < 1                      # the minima say a is faster
+    med = c.median_ratio("a", "b")
+    assert med.value == pytest.approx(1.03)
+    assert med.interval == (pytest.approx(1.03), pytest.approx(1.03))
+    # rounds other work can have delayed, kept (most were): the interval spans their bounds
+    c["a"].delays = [0.5 * t for t in a]
+    lo, hi = c.median_ratio("a", "b").interval
+    assert lo < 0.6 and hi == pytest.approx(1.03)
