@@ -39,7 +39,7 @@ one trial of every side, run back to back, so they saw the same load) are resamp
 replacement, and the ratio of the minima is recomputed on each resample (:class:`Estimate`).
 The interval is how well the run pinned the minima down: on a quiet machine the smallest
 trials agree and it is narrow; under bursts of load it widens. It also spans the 95 %
-interval of the median of the rounds' own ratios (:func:`paired_median_interval`): load that
+interval of the median of the rounds' own ratios (:func:`median_interval`): load that
 no probe sees (a neighbour on the other hyperthread, a shared cache filled) slows the trials
 of a round by a different amount in each round, and where the rounds disagree the figure
 must not be decided by the luckiest trials. A figure in the registry
@@ -304,9 +304,9 @@ class Estimate:
                         self.rounds, _safe_div(one, self.boot), paired, per_round, self.source)
 
 
-def paired_median_interval(ta: np.ndarray, tb: np.ndarray) -> tuple[float, float]:
-    """The 95 % interval of the median of the rounds' ratios ``ta[i] / tb[i]`` (order
-    statistics, the sign test's ranks; the whole range under 6 rounds).
+def median_interval(ratios: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of the median of the rounds' ratios (order statistics, the sign
+    test's ranks; the whole range under 6 rounds).
 
     The minima's bootstrap sees how well the fastest trials agree, not what slowed them: a
     neighbour on the other hyperthread of a core, or one that fills the shared cache, slows
@@ -315,12 +315,6 @@ def paired_median_interval(ta: np.ndarray, tb: np.ndarray) -> tuple[float, float
     ratio keeps most of what the sides differ by and loses most of what the load added; where
     the rounds' ratios spread, this interval is wide and the figure stays undecided instead
     of decided by the luckiest trials. On a quiet machine the rounds agree and it is narrow."""
-    return median_interval(_safe_div(np.asarray(ta, dtype=float), np.asarray(tb, dtype=float)))
-
-
-def median_interval(ratios: np.ndarray) -> tuple[float, float]:
-    """The 95 % interval of the median of ``ratios`` (:func:`paired_median_interval`'s order
-    statistics, for ratios already paired round by round)."""
     r = np.sort(np.asarray(ratios, dtype=float))
     n = len(r)
     if n < 6:
@@ -398,7 +392,7 @@ class Comparison:
         rounds were delayed and kept, the lower end is taken from the rounds' lower bounds
         and the upper end from their upper bounds, so load widens it as it does the minima's."""
         ta, tb, la, lb, per_round = self._rounds_of(a, b)
-        value = float(np.median(_safe_div(ta, tb)))
+        value = float(np.median(per_round[~np.isnan(per_round)]))
         lo = median_interval(_safe_div(la, tb))[0]
         hi = median_interval(_safe_div(ta, lb))[1]
         return Estimate(f"median of {a}/{b} per round", value, np.array([value]), len(ta),
