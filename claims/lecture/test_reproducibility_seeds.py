@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from support.lab import experiments
+from support.spec import tolerances
 
 # one xdist worker (--dist loadgroup) shares the batched results of support.lab.experiments
 pytestmark = pytest.mark.xdist_group("concrete-experiments")
@@ -32,10 +33,18 @@ def test_seed_to_seed_spread_can_reverse_the_model_comparison(claim, grouped):
     claim.record("gap MLP - tree, 25-run mean", overall, unit="MPa")
     claim.record("gap per seed", np.round(per_seed, 3).tolist(), unit="MPa")
     spread = claim.record("spread of the per-seed gap (std, ddof 0)", float(per_seed.std()), unit="MPa")
-    reversed_ = [s for s, g in enumerate(per_seed) if np.sign(g) != np.sign(overall)]
-    claim.record("seeds whose sign differs from the mean", reversed_)
-    # the spread is comparable to the gap, and some single seed reverses it
-    assert reversed_
+    claim.record("seeds whose sign differs from the mean",
+                 [s for s, g in enumerate(per_seed) if np.sign(g) != np.sign(overall)])
+    # some single seed reverses it: the seed farthest against the mean's sign lies beyond 0,
+    # decided only beyond rounding's reach (a seed near a tie flips with the CPU's kernels)
+    reach = tolerances.REACH["mpa:mean of 5"]
+    against = float((np.sign(overall) * per_seed).min())
+    claim.check("a seed's gap in the mean's direction, the lowest", against,
+                interval=(against - reach, against + reach), unit="MPa",
+                note=f"the per-seed gap times the sign of the 25-run mean; interval +- {reach:.2f} "
+                     "MPa, how far rounding alone moves a mean of 5 networks "
+                     "(support/spec/tolerances.py, REACH)")
+    # the spread is comparable to the gap
     assert spread > 0.5 * abs(overall)
 # its control: boosted_tree_stops_after_ten_iterations (claims/lecture/
 # test_tree_on_a_leaky_split.py, beside SPLIT-01's test: the same shared trees)

@@ -105,6 +105,20 @@ TABLE: dict[str, Tol] = {
 }
 
 
+# How far rounding alone moves a measured figure: the half-width of the interval through
+# which a bound is decided when nothing but rounding separates the figure from the bound (a
+# sign that another CPU's kernels could flip is no property of the libraries).
+REACH: dict[str, float] = {
+    # A mean of 5 trained networks (one seed's mean over the 5 folds, MPa). mpa:mean's
+    # 0.05 for a mean of 25 is a mean of 5 moving sqrt(5) times as far: 0.11. Measured
+    # (torch 2.13, the grouped split's 5 seeds): AVX2 (AMD EPYC) against AVX-512 kernels
+    # (Xeon, Sapphire Rapids) moved them by 0.061, 0.014, 0.018, 0.037 and 0.049 MPa (seed
+    # 0's gap MLP - tree from -0.033 to +0.028); the batched networks against train() by
+    # 0.004-0.015; the stacked weights stored transposed by up to 0.045.
+    "mpa:mean of 5": 0.05 * math.sqrt(5),
+}
+
+
 def resolve(tol: "str | Tol | None") -> Tol:
     if tol is None:
         return TABLE["printed"]
