@@ -188,8 +188,17 @@ def test_jit_gains_most_on_a_ten_step_loop(claim, jit_table):
         # the table's row: the notes' function (inline body) against jit
         timing.check_ratio(claim, "eager/jit", cmp, "eager", "jit", budget_s=BUDGET)
         # "that is exactly what fusion removes": with the per-call recompilation taken out
-        # (the same un-jitted lax.fori_loop, its body defined once) the gain would remain
-        timing.check_ratio(claim, "fori_loop compiled once/jit", cmp, "fori_cached", "jit",
+        # (the same un-jitted lax.fori_loop, its body defined once) the gain would remain.
+        # Timed on its own: in the table's comparison a round also pays the recompiling and
+        # the op-by-op sides (0.1 s each), so the budget bought ~35 rounds and a ratio near
+        # 1.2 was left undecided against 1.5 in 3 of 10 idle runs ([0.90, 1.73]); the two
+        # cheap sides alone get ~4 times as many rounds
+        _, x = _inputs()
+        j_loop = jax.jit(fori_cached_body)
+        once = timing.compare({"fori_cached": lambda: fori_cached_body(x), "jit": lambda: j_loop(x)},
+                              repeats=REPEATS, sync=timing.jax_sync, max_seconds=MAX_SECONDS,
+                              min_repeats=MIN_REPEATS)
+        timing.check_ratio(claim, "fori_loop compiled once/jit", once, "fori_cached", "jit",
                            budget_s=BUDGET)
     timing.record_estimate(claim, "op_by_op/jit", cmp.ratio("op_by_op", "jit"))
     timing.record_estimate(claim, "eager/fori_loop compiled once", cmp.ratio("eager", "fori_cached"))
