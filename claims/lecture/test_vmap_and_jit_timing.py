@@ -230,9 +230,11 @@ def test_jit_speedup_orders_loop_over_chain_over_matmul(claim, jit_table):
                            speedup("fori_loop", "op_by_op") / speedup("elementwise"))
     # the ordering is the claim: each step is a ratio of speedups that must exceed 1
     with x64():
+        # a round of the loop's comparison costs ~0.25 s (its recompiling and op-by-op
+        # sides): BUDGET bought ~12 rounds and left [0.78, 3.2] once in 10 idle runs
         timing.settle(claim, "loop speedup / elementwise speedup",
                       lambda: speedup("fori_loop") / speedup("elementwise"),
-                      [jit_table["fori_loop"], jit_table["elementwise"]], budget_s=BUDGET)
+                      [jit_table["fori_loop"], jit_table["elementwise"]], budget_s=3 * BUDGET)
         timing.settle(claim, "elementwise speedup / matmul speedup",
                       lambda: speedup("elementwise") / speedup("matmul"),
                       [jit_table["elementwise"], jit_table["matmul"]], budget_s=BUDGET)
