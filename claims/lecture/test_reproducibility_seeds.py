@@ -37,13 +37,10 @@ def test_seed_to_seed_spread_can_reverse_the_model_comparison(claim, grouped):
                  [s for s, g in enumerate(per_seed) if np.sign(g) != np.sign(overall)])
     # some single seed reverses it: the seed farthest against the mean's sign lies beyond 0,
     # decided only beyond rounding's reach (a seed near a tie flips with the CPU's kernels)
-    reach = tolerances.REACH["mpa:mean of 5"]
+    # (the per-seed gap times the sign of the 25-run mean)
     against = float((np.sign(overall) * per_seed).min())
-    claim.check("a seed's gap in the mean's direction, the lowest", against,
-                interval=(against - reach, against + reach), unit="MPa",
-                note=f"the per-seed gap times the sign of the 25-run mean; interval +- {reach:.2f} "
-                     "MPa, how far rounding alone moves a mean of 5 networks "
-                     "(support/spec/tolerances.py, REACH)")
+    claim.check("a seed's gap in the mean's direction, the lowest", against, unit="MPa",
+                **tolerances.within_reach(against, "mpa:mean of 5"))
     # the spread is comparable to the gap
     assert spread > 0.5 * abs(overall)
 # its control: boosted_tree_stops_after_ten_iterations (claims/lecture/

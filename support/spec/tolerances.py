@@ -119,6 +119,15 @@ REACH: dict[str, float] = {
 }
 
 
+def within_reach(value: float, key: str) -> dict:
+    """``claim.check`` arguments for a figure that only rounding separates from its bound:
+    the interval ``value`` +- ``REACH[key]``, and a note that says so."""
+    r = REACH[key]
+    return {"interval": (value - r, value + r),
+            "note": f"interval +- {r:.2f}, how far rounding alone moves the figure "
+                    f"(support/spec/tolerances.py, REACH[{key!r}])"}
+
+
 def resolve(tol: "str | Tol | None") -> Tol:
     if tol is None:
         return TABLE["printed"]
