@@ -242,6 +242,8 @@ class Estimate:
     # a ratio of two ratios of one comparison is then paired round by round
     per_round: np.ndarray | None = None
     source: int | None = None
+    # what the interval is, for the notes a claim records (a median's interval is no bootstrap)
+    kind: str = "bootstrap interval"
 
     @property
     def lows(self) -> np.ndarray:
@@ -288,7 +290,8 @@ class Estimate:
         with np.errstate(divide="ignore", invalid="ignore"):
             return Estimate(f"({self.label}) / ({other.label})", self.value / other.value,
                             _safe_div(self.boot, other.lows), min(self.rounds, other.rounds),
-                            _safe_div(self.lows, other.boot), paired, per_round, source)
+                            _safe_div(self.lows, other.boot), paired, per_round, source,
+                            kind=self.kind if self.kind == other.kind else Estimate.kind)
 
     def inverse(self) -> "Estimate":
         one = np.ones_like(self.boot)
@@ -301,7 +304,8 @@ class Estimate:
             with np.errstate(divide="ignore", invalid="ignore"):
                 per_round = 1.0 / self.per_round
         return Estimate(f"1 / ({self.label})", 1 / self.value, _safe_div(one, self.lows),
-                        self.rounds, _safe_div(one, self.boot), paired, per_round, self.source)
+                        self.rounds, _safe_div(one, self.boot), paired, per_round, self.source,
+                        kind=self.kind)
 
 
 def median_interval(ratios: np.ndarray) -> tuple[float, float]:
@@ -396,7 +400,8 @@ class Comparison:
         lo = median_interval(_safe_div(la, tb))[0]
         hi = median_interval(_safe_div(ta, lb))[1]
         return Estimate(f"median of {a}/{b} per round", value, np.array([value]), len(ta),
-                        None, (lo, hi), per_round, id(self))
+                        None, (lo, hi), per_round, id(self),
+                        kind="interval of the median (order statistics)")
 
     def delayed(self) -> dict[str, int]:
         """Per side, the trials other work can have delayed by more than 1 %."""
@@ -494,7 +499,7 @@ def record_estimate(claim, name: str, est: Estimate) -> float:
     """Record a timing statistic the notes do not state, with its interval."""
     lo, hi = est.interval
     claim.record(name, est.value, note=f"{est.label} over {est.rounds} rounds, "
-                                       f"{LEVEL:.0%} bootstrap interval [{lo:.3g}, {hi:.3g}]")
+                                       f"{LEVEL:.0%} {est.kind} [{lo:.3g}, {hi:.3g}]")
     return est.value
 
 
@@ -524,7 +529,7 @@ def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
             if delayed else "")
     claim.check(name, est.value, interval=(lo, hi), timed=True,
                 note=f"{est.label} over {est.rounds} interleaved rounds; {LEVEL:.0%} "
-                     f"bootstrap interval [{lo:.3g}, {hi:.3g}]{load}")
+                     f"{est.kind} [{lo:.3g}, {hi:.3g}]{load}")
     return est
 
 

@@ -327,3 +327,14 @@ def test_the_median_of_paired_rounds_sees_a_small_gain_that_lucky_minima_hide():
     c["a"].delays = [0.5 * t for t in a]
     lo, hi = c.median_ratio("a", "b").interval
     assert lo < 0.6 and hi == pytest.approx(1.03)
+
+
+def test_the_note_names_the_interval_a_statistic_has():
+    c = cmp([1.5] * 10, [1.0] * 10)
+    rec = recorder(bounds=[Bound.parse("> 1.2")])
+    timing.settle(rec, "a/b", lambda: c.ratio("a", "b"), [c], budget_s=0)
+    assert "95% bootstrap interval [1.5, 1.5]" in rec.measurements["a/b"]["note"]
+    rec = recorder(bounds=[Bound.parse("> 1.2")])
+    timing.settle(rec, "a/b", lambda: c.median_ratio("a", "b"), [c], budget_s=0)
+    note = rec.measurements["a/b"]["note"]
+    assert "interval of the median (order statistics)" in note and "bootstrap" not in note
