@@ -141,15 +141,20 @@ def table_sides(device=None) -> dict[str, dict]:
     }
 
 
+def _compare(sides: dict) -> timing.Comparison:
+    """The table's trials (JIT-16...20): REPEATS interleaved rounds, cut short after
+    MAX_SECONDS of trials but never before MIN_REPEATS."""
+    return timing.compare(sides, repeats=REPEATS, sync=timing.jax_sync,
+                          max_seconds=MAX_SECONDS, min_repeats=MIN_REPEATS)
+
+
 @pytest.fixture(scope="module")
 def jit_table():
     """The jit table measured once for JIT-16...19 (jax:cpu, float64, as the protocol)."""
     with x64():
         assert jnp.zeros(()).dtype == jnp.float64
         sides = table_sides()
-        return {w: timing.compare(s, repeats=REPEATS, sync=timing.jax_sync,
-                                  max_seconds=MAX_SECONDS, min_repeats=MIN_REPEATS)
-                for w, s in sides.items()}
+        return {w: _compare(s) for w, s in sides.items()}
 
 
 # --------------------------------------------------------------------------- the table
@@ -194,9 +199,7 @@ def test_jit_gains_most_on_a_ten_step_loop(claim, jit_table):
         # 1.2 was left undecided against 1.5 in 3 of 10 idle runs ([0.90, 1.73]); the two
         # cheap sides alone get ~4 times as many rounds (the table's own calls: the same
         # input and the jitted loop already compiled)
-        once = timing.compare({s: cmp.fns[s] for s in ("fori_cached", "jit")},
-                              repeats=REPEATS, sync=timing.jax_sync, max_seconds=MAX_SECONDS,
-                              min_repeats=MIN_REPEATS)
+        once = _compare({s: cmp.fns[s] for s in ("fori_cached", "jit")})
         timing.check_ratio(claim, "fori_loop compiled once/jit", once, "fori_cached", "jit",
                            budget_s=BUDGET)
     timing.record_estimate(claim, "op_by_op/jit", cmp.ratio("op_by_op", "jit"))
@@ -247,9 +250,7 @@ def test_a_bare_matmul_gains_nothing_from_jit(claim):
         P, _ = _inputs()
         Q = jax.random.normal(jax.random.PRNGKey(1), (512, 512))
         mm = jax.jit(lambda P, Q: P @ Q)
-        cmp = timing.compare({"eager": lambda: P @ Q, "jit": lambda: mm(P, Q)},
-                             repeats=REPEATS, sync=timing.jax_sync, max_seconds=MAX_SECONDS,
-                             min_repeats=MIN_REPEATS)
+        cmp = _compare({"eager": lambda: P @ Q, "jit": lambda: mm(P, Q)})
         # |speedup - 1| < 0.3
         timing.check_ratio(claim, "eager/jit", cmp, "eager", "jit", budget_s=BUDGET)
     timing.record_times(claim, cmp)
