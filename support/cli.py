@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "durations": ("support.harness.schedule", "keep a run's test durations: the order tests start in under -n"),
     "stability": ("support.harness.stability", "run the test command N times, report what moved"),
     "controls": ("support.harness.controls", "run every claim's test under its negative controls"),
+    "new-claim": ("support.rules.scaffold", "a new claim's entry and test stub, in its section's files"),
 }
 PROG = "python -m support"
 

@@ -262,7 +262,7 @@ def run(command: str, args) -> int:
 
     from support.machine import fingerprint
     from support.machine.environment import git_commit
-    from support.spec import registry as reg
+    from support.rules import registry as reg
 
     registry = reg.load_registry()
     found = discover()

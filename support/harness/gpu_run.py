@@ -333,7 +333,7 @@ def command(step: Step, data: str | None, limit: float, report: Path,
 def merge_reports(reports: list[dict]) -> dict:
     """The claims steps' reports as one: each claim from the step that ran it (a claim no
     step ran keeps its not-run entry), the counts recomputed, the lists joined."""
-    from support.spec import verdicts
+    from support.rules import verdicts
     merged = json.loads(json.dumps(reports[0]))
     index = {c["id"]: i for i, c in enumerate(merged["claims"])}
     for rep in reports[1:]:

@@ -2,7 +2,7 @@
 
 A claim test carries ``@pytest.mark.claim("ID")`` and measures through the ``claim``
 fixture (:class:`support.harness.recorder.ClaimRecorder`). How a variant's verdict follows from how
-its test ended, and a claim's from its variants, is :mod:`support.spec.verdicts`; this module only
+its test ended, and a claim's from its variants, is :mod:`support.rules.verdicts`; this module only
 wires those rules into pytest:
 
 * a verdict that must be expected (fails, drift, error) and that ``claims/expectations.toml``
@@ -29,9 +29,9 @@ from support.harness.session import (CONTROL, CONTROL_PARAM, DATA_SOURCE, RECORD
                                      ClaimsState, claim_ids, report_dir, state as _state,
                                      variant_id)
 from support.machine import devices, fingerprint
-from support.spec import expectations
-from support.spec import registry as reg
-from support.spec import verdicts
+from support.rules import expectations
+from support.rules import registry as reg
+from support.rules import verdicts
 
 _recorder_key = pytest.StashKey[ClaimRecorder]()
 _tier_key = pytest.StashKey[str]()
@@ -59,7 +59,8 @@ def pytest_addoption(parser):
                          "lists the claims whose sentence changed or vanished there "
                          "(default: ../shared/notes beside the checkout, where present)")
     parser.addini("claims_tiers", "tiers run by default", default="fast,slow,gpu")
-    parser.addini("claims_registry", "folder of the claim registry (default: claims/registry)", default="")
+    parser.addini("claims_registry", "the claims folder whose lecture/ and sheet/ hold the "
+                  "section files (default: claims)", default="")
     parser.addini("claims_expectations", "the expectations file (default: claims/expectations.toml)",
                   default="")
 
@@ -237,6 +238,7 @@ def pytest_runtest_makereport(item, call):
         # (a stated error that does not come), as a failed assert does
         assertion=call.excinfo is not None and call.excinfo.errisinstance(
             (AssertionError, pytest.fail.Exception)),
+        halted=call.excinfo is not None and call.excinfo.errisinstance(verdicts.BrokenBound),
         message=_short(report, call) if report.failed else "",
         measurements=rec.measurements,
         benchmark="benchmark" in getattr(item, "fixturenames", ()))

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from support.spec import registry as reg
+from support.rules import registry as reg
+from support.rules.verdicts import BrokenBound
 
 
 class NotApplicable(pytest.skip.Exception):
@@ -102,7 +103,7 @@ class ClaimRecorder:
         # every one Hypothesis tries while shrinking "fail", and it would shrink to nonsense
         if halt and fig.judge(value, interval)[0] == "broken":
             self._keep(name, fig, value, interval, unit, note, reduce, timed)
-            raise AssertionError(f"{name} = {value!r} breaks its bound ({fig.rule()})")
+            raise BrokenBound(f"{name} = {value!r} breaks its bound ({fig.rule()})")
         self._keep(name, fig, value, interval, unit, note, reduce, timed)
         return self.measurements[name]["value"]
 

@@ -18,7 +18,7 @@ sends tests one at a time (``--maxschedchunk 1`` unless given), and sends the te
 module to the worker that started the module, as long as the other worker has something
 else to do. A module-scoped fixture is set up once per worker that runs the module and again
 whenever that worker's next test comes from another module; spread over both workers and
-interleaved, the jit table of test_vmap_and_jit_timing.py (3.5 s, timed under the exclusive
+interleaved, the jit table of the lecture's section 11 (3.5 s, timed under the exclusive
 lock while the other core idles) was measured three times per run. Ties keep the collected
 order; a test with no recorded duration counts as instant. Without xdist, or when
 pytest-random-order is asked to shuffle (``--random-order``, ``--random-order-bucket``; the

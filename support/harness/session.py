@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from support.machine import devices
-from support.spec import expectations
-from support.spec import registry as reg
+from support.rules import expectations
+from support.rules import registry as reg
 
 RECORD_KEY = "claim_record"
 STATE = pytest.StashKey["ClaimsState"]()

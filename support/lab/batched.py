@@ -49,7 +49,14 @@ import torch
 from torch import nn
 
 from support.lab.data import Concrete, lecture_split
-from support.lab.train_torch import BATCH, TrainResult, mlp, prepare, rmse_mpa, torch_threads
+from support.lab.train_torch import (
+    BATCH,
+    TrainResult,
+    mlp,
+    prepare,
+    rmse_mpa,
+    torch_threads,
+)
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 

@@ -40,8 +40,8 @@ import numpy as np
 from support.lab import cache
 from support.lab.batched import Spec, split, train_many
 from support.lab.data import Concrete, fingerprint
-from support.machine.environment import cores
 from support.lab.train_torch import TrainResult, rmse_mpa, train
+from support.machine.environment import cores
 
 SEEDS_5 = range(5)
 FOLDS = range(5)
@@ -304,3 +304,12 @@ def _fit_forests(data: Concrete) -> dict[str, np.ndarray]:
                 rm[seed, fold] = rmse_mpa(m.fit(X[tr], y[tr]).predict(X[va]), y[va])
         out[scheme] = rm
     return out
+
+
+SQRT25 = 5.0
+
+
+def gap_and_se(res):
+    """Paired MLP - tree over the 25 (seed, fold) runs: mean and std(ddof 0)/sqrt(25)."""
+    gap = (res["mlp"] - res["hgb"]).ravel()
+    return float(gap.mean()), float(gap.std(ddof=0) / SQRT25)

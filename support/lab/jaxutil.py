@@ -20,6 +20,10 @@ API (stable; other modules import it):
 * ``x64_enabled() -> bool``: the current setting (thread-local context included).
 * ``run_fresh_python(code, env=None, timeout=120) -> subprocess.CompletedProcess``: run
   ``code`` in a new interpreter (for "at program start" claims: DTYPE-11), with JAX on CPU.
+* ``assert_default_precision()``: a claim about JAX's defaults finds x64 off.
+* ``refusal(fn, *args) -> str`` and ``attempt(fn, *args) -> (value, error)``: a function
+  that branches in Python on a traced value, run: the ConcretizationTypeError it raises, if
+  any (the claims about tracing).
 """
 from __future__ import annotations
 
@@ -72,3 +76,27 @@ def run_fresh_python(code: str, env: dict | None = None, timeout: float = 120
         e.update(env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=e, timeout=timeout)
+
+
+def assert_default_precision():
+    """A claim about JAX's default dtypes runs with x64 off (no other test left it on)."""
+    assert not x64_enabled(), "JAX x64 leaked into a claim about JAX's default"
+
+
+def refusal(fn, *args) -> str:
+    """The name of the ConcretizationTypeError ``fn(*args)`` raises, "" when it runs."""
+    try:
+        fn(*args)
+    except jax.errors.ConcretizationTypeError as err:
+        return type(err).__name__
+    return ""
+
+
+def attempt(fn, *args):
+    """(fn(*args) as a float, None), or (None, the error) when fn branched in Python on a
+    traced value: the error JIT-04 and JIT-23 are about, caught so that it shows up where the
+    sentence does not expect it as a failed claim, not a crashed test."""
+    try:
+        return float(fn(*args)), None
+    except jax.errors.ConcretizationTypeError as exc:
+        return None, exc

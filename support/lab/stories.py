@@ -2,7 +2,7 @@
 (:func:`support.lab.train_torch.train`) with one switch flipped, trained once per run.
 
 Several claims read the same run (STORY-02 and STORY-03 the shape-bug run, STORY-05 and the
-negative controls of every story the fixed run, STORY-15 the warnings each story's loop
+contrasts of every story the fixed run, STORY-15 the warnings each story's loop
 emits), and :mod:`support.lab.experiments` takes the fixed, no-``zero_grad`` and raw-input Adam
 runs from here too. Each run is trained sequentially, the way a user's loop runs (so its
 warnings are the loop's own), on one intra-op thread, and kept by :mod:`support.lab.cache`: the
@@ -37,3 +37,12 @@ def run(data: Concrete, name: str, *, seed: int = 0, fold: int = 0, epochs: int 
             __name__, lambda: train(data, seed=seed, fold=fold, epochs=epochs, record=True,
                                     threads=1, **switches), fresh=fresh)
     return _CACHE[key]
+
+
+def shape_bug_run(concrete, fresh):
+    """The buggy run; a release that made MSELoss refuse the shapes is a failed claim."""
+    try:
+        return run(concrete, "shape_bug", fresh=fresh)
+    except (RuntimeError, ValueError) as exc:   # torch refusing the shapes
+        raise AssertionError(f"the unshaped-target loop no longer runs: "
+                             f"{type(exc).__name__}: {exc}") from exc

@@ -39,6 +39,10 @@ float64 NumPy arrays (``c`` 0-d):
 * ``central_difference(params, x, y, h, name="W", index=(0, 0)) -> float``.
 * ``fd_errors(toy, steps=FD_STEPS) -> (steps, errors)``: |central difference - hand| on
   W[0,0] for each step (protocol §4.2).
+* ``jax_gradient_jitted(toy) -> dict``: ``jax.grad`` of the loss jitted once, in 64-bit mode
+  (one compile per shape; the properties draw many networks).
+* ``careless_errors(toy) -> (max abs error, max relative error)``: the careless branch's
+  gradient against the hand gradient (§5).
 """
 from __future__ import annotations
 
@@ -252,7 +256,7 @@ def tape_nodes(loss) -> list:
 
 def hand_magnitudes(params: dict, x, y) -> dict:
     """For every adjoint of :func:`hand_adjoints`, the size rounding acts on (the "magnitude"
-    of support/spec/error_models.py's models): the same chain with |.| of every factor, a
+    of support/rules/error_models.py's models): the same chain with |.| of every factor, a
     difference counted as the sum of its sides' sizes, and the error a quantity carries in
     from earlier roundings counted with the size of what it came from (tanh' <= 1 passes the
     error of z to a unchanged). Two computations of an adjoint (the hand chain rule and
@@ -273,3 +277,28 @@ def hand_magnitudes(params: dict, x, y) -> dict:
     return {"r": np.asarray(2.0 * R), "yhat": np.asarray(2.0 * R), "a": 2.0 * R * np.abs(v),
             "z": dz, "W": np.outer(dz, np.abs(x)), "b": dz, "v": 2.0 * R * 2.0 * A,
             "c": np.asarray(2.0 * R)}
+
+
+_jitted_grad = None
+
+
+def jax_gradient_jitted(t):
+    """jax.grad of the toy loss, jitted once (one compile per shape, not per primitive)."""
+    global _jitted_grad
+    import jax
+
+    from support.lab.jaxutil import x64
+    if _jitted_grad is None:
+        _jitted_grad = jax.jit(jax.grad(jax_loss))
+    with x64():
+        g = _jitted_grad(*jax_args(t))
+        return {k: np.asarray(g[k]) for k in PARAM_NAMES}
+
+
+def careless_errors(net) -> tuple[float, float]:
+    """The careless branch's gradient against the hand gradient: (max absolute error, max
+    relative error)."""
+    hand = hand_gradient(net.params, net.x, net.y)
+    g = torch_gradient(net, careless=True)
+    rel = max(float(np.max(np.abs((g[k] - hand[k]) / hand[k]))) for k in hand)
+    return max_abs_diff(g, hand), rel

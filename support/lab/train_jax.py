@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from support.lab.jaxutil import x64 as x64_mode
 from support.lab.data import Concrete, lecture_split
+from support.lab.jaxutil import x64 as x64_mode
 from support.lab.train_torch import BATCH, prepare, rmse_mpa
 
 SIZES = (8, 64, 64, 1)

@@ -208,3 +208,9 @@ def baseline_rmse(data: Concrete, fold: int = 0, train_idx=None, val_idx=None) -
     y = data.y.astype(np.float32)
     mean = y[train_idx].mean(dtype=np.float32)
     return rmse_mpa(np.full(len(val_idx), mean, dtype=np.float32), y[val_idx])
+
+
+def seeded_mlp(width: int = 256, d_in: int = 32) -> nn.Sequential:
+    """The MLP family's two-hidden-layer member of ``width``, initialised from seed 0."""
+    torch.manual_seed(0)
+    return mlp(d_in=d_in, hidden=width)

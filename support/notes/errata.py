@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass, field
 
 from support.reports.report import plain
-from support.spec import tolerances
-from support.spec.expectations import Erratum, Expectation, erratum_of
-from support.spec.formatting import fmt, md_cell
+from support.rules import tolerances
+from support.rules.expectations import Erratum, Expectation, erratum_of
+from support.rules.formatting import fmt, md_cell
 
 CORRECT = ("fails", "drift")             # the sentence is to be corrected
 UNDECIDED = ("partial", "inconclusive")  # the run could not say
@@ -149,13 +149,17 @@ class Correction:
     def figures(self) -> str:
         """The measured figures the correction rests on, at a precision that tells apart
         the values shown together (16.704 against 16.698)."""
-        names = list(self.erratum.show if self.erratum and self.erratum.show else
+        chosen = bool(self.erratum and self.erratum.show)
+        names = list(self.erratum.show if chosen else
                      [n for e in self.known for n in e.measurements])
         picked = []
         for v in self.variants:
             figs = v.get("figures") or {}
             picked += [(n, figs[n]) for n in names or [n for n, m in figs.items() if _off(m)]
-                       if isinstance(figs.get(n), dict)]
+                       if isinstance(figs.get(n), dict)
+                       # a yes-or-no figure the failure names is what the finding says in
+                       # words; shown only where the erratum asks for it
+                       and (chosen or not isinstance(figs[n].get("value"), bool))]
         values = {m.get("value") for _, m in picked if isinstance(m.get("value"), float)}
         for digits in range(4, 8):
             if len({shown(x, None, digits) for x in values}) == len(values):
@@ -208,7 +212,7 @@ def corrections(report: dict, docs: dict, locations: dict,
         for v in failing:
             decisive = tuple(n for n, m in (v.get("figures") or {}).items() if _off(m))
             known, err = erratum_of(expectations, c["id"], v["verdict"], v.get("variant") or "",
-                                    versions, v.get("reason", ""), decisive)
+                                    versions, decisive)
             key = err or (known.label() if known else None)
             if key not in found:
                 found[key] = Correction(c, v["verdict"], [], [], err)

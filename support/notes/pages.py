@@ -26,9 +26,9 @@ from pathlib import Path
 from support.notes import errata, locate as notes_mod, tex
 from support.reports import kept as kept_runs
 from support.reports.report import control_text, reason_text
-from support.spec import verdicts
-from support.spec.expectations import load_expectations
-from support.spec.formatting import fmt
+from support.rules import verdicts
+from support.rules.expectations import load_expectations
+from support.rules.formatting import fmt
 
 TITLES = {"lecture": "Lecture 11 notes", "sheet": "Summary sheet"}
 LIGHT = {"not-testable", "not-run", "skipped", "partial", "inconclusive", "pending"}
@@ -333,7 +333,7 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
     """Write ``<document>.html`` per notes file, ``errata.md``, ``notes.json`` and, with
     ``patch``, ``<document>.patch`` (the corrections as a unified diff of its file) into
     ``out``. ``history``: where kept runs are (default claims/history)."""
-    from support.spec.registry import load_registry
+    from support.rules.registry import load_registry
     registry = registry if registry is not None else load_registry()
     expectations = expectations if expectations is not None else load_expectations()
     docs = notes_mod.read_all(registry, paths)

@@ -72,7 +72,8 @@ def write_fingerprints(directory: Path, fps: dict[str, str]) -> int:
     """Insert (or replace) ``fingerprint = "..."`` after each entry's ``source`` line in the
     registry files under ``directory``; returns how many entries were written."""
     written = 0
-    for path in sorted(Path(directory).glob("*.toml")):
+    from support.rules.registry import registry_files
+    for path in registry_files(Path(directory)):
         lines = path.read_text(encoding="utf-8").split("\n")
         out, cid = [], None
         for line in lines:
@@ -102,7 +103,7 @@ def arguments(command: str, parser) -> None:
 
 
 def run(command: str, args) -> int:
-    from support.spec.registry import REGISTRY_DIR, load_registry
+    from support.rules.registry import REGISTRY_DIR, load_registry
     registry = load_registry()
     if command == "pin":
         fps, unpinned = pin(registry, read_all(registry, args.notes))
@@ -110,7 +111,8 @@ def run(command: str, args) -> int:
         for cid, why in unpinned.items():
             print(f"  {cid:<9} {why}")
         if args.write:
-            print(f"{write_fingerprints(REGISTRY_DIR, fps)} fingerprints written under {REGISTRY_DIR}")
+            print(f"{write_fingerprints(REGISTRY_DIR, fps)} fingerprints written in the section "
+                  f"files under {REGISTRY_DIR}")
         return 0
     locs = locate_all(registry, args.notes)
     counts = {s: sum(1 for loc in locs if loc.status == s) for s in STATUSES}

@@ -4,6 +4,6 @@ other machines say of the claims a run skipped), ``diff`` (two runs compared;
 ``keep``), ``matrix`` (many runs side by side), ``page`` (report blocks rendered as Markdown
 and HTML), and the notes' figures redrawn (``figure_data`` reads what they draw, ``plotting``
 the drawing helpers, ``panels`` one function per figure, ``figures`` draws them all). Imports
-``lab`` (the bowl of the Adam figures), ``spec`` and ``machine``; never ``notes`` or
+``lab`` (the bowl of the Adam figures), ``rules`` and ``machine``; never ``notes`` or
 ``harness``.
 """

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from support.reports import matrix, page, runs
-from support.spec import tolerances
+from support.rules import tolerances
 
 # verdicts that say the claim was measured here; the verdict machinery may add more
 MEASURED = tuple(dict.fromkeys(runs.EXECUTED + ("partial", "inconclusive")))

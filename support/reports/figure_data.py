@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from support.spec import tolerances
+from support.rules import tolerances
 
 # --------------------------------------------------------------------------- reading
 # Every measurement a figure draws, by claim (a name, or a name ending in * for a family of

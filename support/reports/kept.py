@@ -17,7 +17,7 @@ from pathlib import Path
 
 from support.machine import devices as table
 from support.reports.runs import HISTORY
-from support.spec import verdicts
+from support.rules import verdicts
 
 # this run's verdicts that a kept run may speak for: the claim, or its accelerator variant,
 # did not run here

@@ -9,8 +9,8 @@ import base64
 import html
 from dataclasses import dataclass, field
 
-from support.spec.formatting import md_cell
-from support.spec.verdicts import COLOURS
+from support.rules.formatting import md_cell
+from support.rules.verdicts import COLOURS
 
 
 @dataclass

@@ -9,7 +9,7 @@ import math
 
 from support.reports.figure_data import claim_figures, numbers, stated_float, value
 from support.reports.plotting import NOT_MEASURED, color, empty, png, pyplot, stated_mark
-from support.spec.formatting import fmt
+from support.rules.formatting import fmt
 
 
 plt = pyplot()

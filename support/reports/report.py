@@ -10,8 +10,8 @@ from pathlib import Path
 
 from support.machine import devices, fingerprint
 from support.reports import kept as kept_runs
-from support.spec import verdicts
-from support.spec.formatting import fmt as _fmt, md_cell as _md_cell
+from support.rules import verdicts
+from support.rules.formatting import fmt as _fmt, md_cell as _md_cell
 
 SCHEMA = 2
 # where pytest's assertion introspection starts in a failure message
@@ -66,13 +66,13 @@ def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict
     entry = {
         "id": c.id, "document": c.document, "section": c.section, "source": c.source,
         "paraphrase": c.paraphrase, "kind": c.kind, "tier": c.tier,
-        "stated": _stated(c), "measured": None, "tolerance": c.tolerance,
+        "stated": _stated(c), "measured": None,
         "figures": {_figure_label(f): f.rule() for f in c.all_figures()},
         "requires": list(c.requires),
         "verdict": None, "reason": "", "expected": None, "variants": [], "tests": tests,
     }
     if c.meaning:
-        entry["meaning"] = c.meaning
+        entry["meaning"] = c.reading
     if c.links:
         entry["links"] = c.links
     if recs:
@@ -128,7 +128,7 @@ def build(state, elapsed: float = 0.0) -> dict:
     for rec in state.records:
         for cid in rec["ids"]:
             by_id.setdefault(cid, []).append(rec)
-    from support.spec.sources import static_claim_markers
+    from support.rules.sources import static_claim_markers
     static = static_claim_markers()
     claims = [_entry(c, by_id.get(cid, []), state.collected.get(cid, []), static.get(cid, []))
               for cid, c in state.registry.items()]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from support.machine import fingerprint
 from support.paths import CLAIMS, REPORTS, ROOT
-from support.spec import formatting, tolerances
-from support.spec.verdicts import EXECUTED as RAN
+from support.rules import formatting, tolerances
+from support.rules.verdicts import EXECUTED as RAN
 
 HISTORY = CLAIMS / "history"
 # a claim that ran: its figures can be compared across runs

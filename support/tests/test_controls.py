@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from support.harness import controls as ctl
+from support.tests import tiny_registry
 
 REGISTRY = """
 [[claim]]
@@ -20,7 +21,6 @@ document = "lecture"
 section = "S"
 source = "L:1"
 paraphrase = "the subject returns two"
-stated = "2.0"
 kind = "a"
 tier = "fast"
 figures = [{ name = "value", stated = "2.0", tol = "exact" },
@@ -32,7 +32,6 @@ document = "lecture"
 section = "S"
 source = "L:2"
 paraphrase = "a shared result"
-stated = ""
 kind = "a"
 tier = "fast"
 figures = [{ name = "shared", stated = "3.0", tol = "exact" }]
@@ -98,8 +97,7 @@ def shared_process_scope(mp):
 def suite(pytester, monkeypatch):
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.setattr(ctl, "CONTROLS", dict(ctl.CONTROLS))     # the nested run's stay there
-    (pytester.path / "reg").mkdir()
-    (pytester.path / "reg" / "XX.toml").write_text(REGISTRY)
+    tiny_registry.write(pytester.path / "reg", REGISTRY)
     (pytester.path / "expect.toml").write_text("")
     pytester.makeini(textwrap.dedent("""
         [pytest]

@@ -20,7 +20,7 @@ from support.lab import data as sdata
 
 ROOT = Path(__file__).resolve().parents[2]
 # a claim test that needs the data and runs in about a second once it has it
-DATA_TEST = "claims/lecture/test_look_at_the_rows.py::test_concrete_has_1030_results_with_eight_inputs_and_one_target"
+DATA_TEST = "claims/lecture/test_16_look_at_the_rows_before_you_model_them.py::test_concrete_has_1030_results_with_eight_inputs_and_one_target"
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 
 from support.notes import errata, locate as notes, pages
 from support.reports import kept as kept_runs, report as report_mod
-from support.spec.expectations import load_expectations
+from support.rules.expectations import load_expectations
 from support.tests.test_html_report import _browser, _render
 from support.tests.test_notes import FILES, NOTES, _report, _variant
 
@@ -30,7 +30,7 @@ MAX_CELL = 400          # "no cell longer than a few sentences"
 
 @pytest.fixture(scope="module")
 def registry():
-    from support.spec.registry import load_registry
+    from support.rules.registry import load_registry
     return load_registry()
 
 

@@ -1,4 +1,4 @@
-"""The error models of support/spec/tolerances.py and the stability command's bookkeeping."""
+"""The error models of support/rules/tolerances.py and the stability command's bookkeeping."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from support.spec import error_models
+from support.rules import error_models
 from support.harness import stability
 
 

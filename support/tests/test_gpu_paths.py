@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-import claims.lecture.test_devices as dev
-import claims.sheet.test_mixed_precision as amp
+import claims.lecture.test_24_devices_and_when_a_gpu_helps as dev
+import claims.sheet.test_01_key_ideas_09_gpus_run_asynchronously as sync
 from support.lab.train_torch import train
 from support.machine import devices, timing
 
@@ -105,29 +105,29 @@ def test_the_same_answer_criterion_tells_another_seed_apart(concrete):
 
 
 def test_the_synchronising_calls_and_the_stall_loop_run_on_the_cpu():
-    product = dev.queued_product("cpu", n=64)
+    product = sync.queued_product("cpu", n=64)
     t = product()
     assert t.shape == () and t.dtype == torch.float32
-    out = {name: op(product()) for name, op in dev.SYNCING.items()}
+    out = {name: op(product()) for name, op in sync.SYNCING.items()}
     assert out["print(t)"] is None and isinstance(out["t.item()"], float)
     assert out["t.cpu()"].device.type == "cpu" and out["t.cpu()"].shape == ()
-    host = dev.host_work(1024)
+    host = sync.host_work(1024)
     assert host().shape == (1024,)
-    products, t_host, t_one = dev.balance("cpu", host, width=64)
+    products, t_host, t_one = sync.balance("cpu", host, width=64)
     assert 1 <= products <= 500 and t_host > 0 and t_one > 0
-    with_item = dev.stall_loop("cpu", 3, 2, host, item=True, width=64)()
-    queued = dev.stall_loop("cpu", 3, 2, host, item=False, width=64)()
+    with_item = sync.stall_loop("cpu", 3, 2, host, item=True, width=64)()
+    queued = sync.stall_loop("cpu", 3, 2, host, item=False, width=64)()
     assert with_item.shape == queued.shape == () and torch.isclose(with_item, queued)
 
 
 def test_print_writes_nothing_to_the_test_output(capsys):
-    dev.SYNCING["print(t)"](torch.tensor(1.0))
+    sync.SYNCING["print(t)"](torch.tensor(1.0))
     assert capsys.readouterr().out == ""
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
 def test_the_mixed_precision_sides_build_and_run_on_the_cpu(dtype, monkeypatch):
-    step, _ = amp.amp_workload("cpu", dtype, width=32, rows=64, depth=2)
+    step, _ = dev.amp_workload("cpu", dtype, width=32, rows=64, depth=2)
     assert step(True).dtype == dtype and step(False).dtype == torch.float32
     precision = []
     real_step = step
@@ -136,7 +136,7 @@ def test_the_mixed_precision_sides_build_and_run_on_the_cpu(dtype, monkeypatch):
         precision.append(torch.get_float32_matmul_precision())
         return real_step(enabled)
     before = torch.get_float32_matmul_precision()
-    sides = amp.throughput_sides(watched)
+    sides = dev.throughput_sides(watched)
     assert set(sides) == {"autocast", "float32 (TF32)", "float32 (strict)"}
     out = {name: fn() for name, fn in sides.items()}
     assert out["autocast"].dtype == dtype and out["float32 (TF32)"].dtype == torch.float32

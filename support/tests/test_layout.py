@@ -22,7 +22,7 @@ import pytest
 from support.paths import ROOT, SUPPORT
 
 # bottom first: a wing may import the wings before it in this list, never one after it
-WINGS = ("machine", "spec", "lab", "reports", "notes", "harness")
+WINGS = ("machine", "rules", "lab", "reports", "notes", "harness")
 BASE = ("support", "support.paths")          # below every wing
 TOP = ("support.cli", "support.__main__")      # above every wing
 PLUGINS = ("support.harness.plugin", "support.harness.device_options",

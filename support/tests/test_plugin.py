@@ -15,6 +15,8 @@ import pytest
 import jax  # noqa: F401,E402
 import torch  # noqa: F401,E402
 
+from support.tests import tiny_registry
+
 REGISTRY = """
 [[claim]]
 id = "XX-01"
@@ -22,7 +24,6 @@ document = "lecture"
 section = "S"
 source = "L:1"
 paraphrase = "first"
-stated = "2.0"
 kind = "a"
 tier = "fast"
 figures = [
@@ -37,7 +38,6 @@ document = "lecture"
 section = "S"
 source = "L:2"
 paraphrase = "second"
-stated = ""
 kind = "a"
 tier = "slow"
 figures = [{ name = "x", stated = "1.0" }]
@@ -48,7 +48,6 @@ document = "sheet"
 section = "T"
 source = "S:3"
 paraphrase = "third"
-stated = ""
 kind = "a"
 tier = "fast"
 status = "pending"
@@ -59,7 +58,6 @@ document = "sheet"
 section = "T"
 source = "S:4"
 paraphrase = "opinion"
-stated = ""
 kind = "h"
 tier = "fast"
 status = "not-testable"
@@ -71,7 +69,6 @@ document = "lecture"
 section = "S"
 source = "L:5"
 paraphrase = "moving to the GPU"
-stated = ""
 kind = "e"
 tier = "fast"
 requires = ["cuda"]
@@ -84,8 +81,7 @@ def suite(pytester, monkeypatch):
     """A throwaway project using the claims plugin with its own registry."""
     # the nested run is not an xdist worker, even when this test runs in one
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    (pytester.path / "reg").mkdir()
-    (pytester.path / "reg" / "XX.toml").write_text(REGISTRY)
+    tiny_registry.write(pytester.path / "reg", REGISTRY)
     pytester.makeini(textwrap.dedent("""
         [pytest]
         claims_registry = reg
@@ -190,24 +186,23 @@ def test_expected_failure_is_xfailed_and_unexpected_pass_fails_the_run(suite):
 
         @pytest.mark.claim("XX-01")
         def test_a(claim):
-            claim.record("x", 1)
-            assert False, "the notes are wrong here"
+            claim.check("err", 2e-15)          # the notes are wrong here: a bound breaks
 
         @pytest.mark.claim("XX-02")
         def test_b(claim):
-            claim.record("x", 1)
+            claim.check("x", 1.0)
     """
     expectations = """
         [[expect]]
         id = "XX-01"
         verdict = "fails"
-        match = "the notes are wrong"
+        measurement = "err"
         reason = "known"
 
         [[expect]]
         id = "XX-02"
         verdict = "fails"
-        match = "anything"
+        measurement = "x"
         reason = "thought wrong"
     """
     result, data, verdicts = suite(src, expectations)
@@ -224,8 +219,7 @@ def test_expectations_are_keyed_by_version_and_stale_entries_are_reported(suite)
 
         @pytest.mark.claim("XX-01")
         def test_a(claim):
-            claim.record("x", 1)
-            assert False
+            claim.check("err", 2e-15)
 
         @pytest.mark.claim("XX-02")
         def test_b(claim):
@@ -235,7 +229,7 @@ def test_expectations_are_keyed_by_version_and_stale_entries_are_reported(suite)
         [[expect]]
         id = "XX-01"
         verdict = "fails"
-        match = "assert"
+        measurement = "err"
         reason = "only in an ancient torch"
         versions = { torch = "<1.0" }
 
@@ -332,6 +326,7 @@ def test_records_from_xdist_workers_are_merged(suite, monkeypatch):
 
 def test_the_report_names_what_differs_between_workers():
     from types import SimpleNamespace
+
     from support.reports.report import _environment
     base = {"python": "3.11", "threads": {"torch_threads": 2}, "blas": []}
     other = dict(base, threads={"torch_threads": 1})
@@ -365,22 +360,26 @@ def test_an_expectation_matches_only_the_failure_it_names(suite):
         import pytest
 
         @pytest.mark.claim("XX-01")
-        @pytest.mark.parametrize("case", ["known", "other"])
+        @pytest.mark.parametrize("case", ["known", "other", "assertion"])
         def test_a(claim, case):
             claim.check("ratio", 2.0)
-            assert case == "known" and False, f"{case}: the sentence is false here"
+            claim.check("err", 2e-15 if case == "known" else 1e-16)
+            claim.check("speedup", 1.0 if case == "other" else 2.0)
+            assert case != "assertion", "the sentence is false here, in other words"
     """
     expectations = """
         [[expect]]
         id = "XX-01"
         verdict = "fails"
-        match = "known: the sentence is false"
+        measurement = "err"
         reason = "known"
     """
     result, data, verdicts = suite(src, expectations)
-    # the same claim, the same verdict, another message: not what is known
-    result.assert_outcomes(xfailed=1, failed=1)
-    result.stdout.fnmatch_lines(["*fails, but not as claims/expectations.toml says*"])
+    # the same claim, the same verdict: another figure's bound, or an assertion's words, is
+    # not what is known
+    result.assert_outcomes(xfailed=1, failed=2)
+    result.stdout.fnmatch_lines(["*fails not listed in claims/expectations.toml: speedup*"])
+    result.stdout.fnmatch_lines(["*fails by an assertion, not as claims/expectations.toml says*"])
 
 
 def test_a_broken_bound_fails_after_the_rest_of_the_test_ran(suite):
@@ -521,13 +520,13 @@ def test_the_run_lists_claims_whose_sentence_changed_in_the_notes(suite, pyteste
     text = "A first sentence about tensors.\nThe second sentence names XX-01.\n"
     first = notes.fingerprint(notes.words("A first sentence about tensors."))
     second = notes.fingerprint(notes.words("The second sentence names XX-01."))
-    reg_dir = pytester.path / "reg"
+    section = pytester.path / "reg" / "lecture" / "01_s.toml"
     # XX-01 is the second line's sentence, XX-02 the first's
-    toml = (reg_dir / "XX.toml").read_text()
+    toml = section.read_text()
     toml = toml.replace('source = "L:1"', "@1", 1).replace('source = "L:2"', "@2", 1)
     toml = toml.replace("@1", f'source = "L:2"\nfingerprint = "{second}"').replace(
         "@2", f'source = "L:1"\nfingerprint = "{first}"')
-    (reg_dir / "XX.toml").write_text(toml)
+    section.write_text(toml)
     doc = pytester.path / "lecture.txt"
     doc.write_text(text.replace("second sentence names", "sentence now says"))
     result, data, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, f"--notes={doc}")
@@ -553,7 +552,8 @@ def test_the_whole_suite_collects_without_xdist(pytester, monkeypatch):
         "-c", str(root / "pyproject.toml"), "--claims-report", str(pytester.path / "out"),
         str(root))
     assert res.ret == 0, "\n".join(res.outlines[-40:] + res.errlines[-40:])
-    res.stdout.fnmatch_lines(["*claims/lecture/test_adam.py::*", "*support/tests/*"])
+    res.stdout.fnmatch_lines(["*claims/lecture/test_22_adam_and_what_its_parameters_do.py::*",
+                              "*support/tests/*"])
     assert not any("INTERNALERROR" in line for line in res.outlines + res.errlines)
 
 
@@ -634,6 +634,7 @@ def test_a_test_beside_another_worker_gets_its_share_of_the_cores(suite, monkeyp
 def test_the_share_sets_torchs_threads_and_restores_them():
     torch = pytest.importorskip("torch")
     from threadpoolctl import threadpool_info
+
     from support.harness.timing_lock import _Share
     before = torch.get_num_threads()
     torch.set_num_threads(3)

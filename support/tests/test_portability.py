@@ -46,8 +46,8 @@ def test_data_parallel_claims_are_not_applicable_where_process_groups_do_not_run
         "distributed.unsupported_reason = lambda: 'Windows: no process groups here (simulated)'\n")
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "as_on_windows", f"--claims-report={tmp_path}",
-         "claims/sheet/test_data_parallel.py"], cwd=ROOT, capture_output=True, text=True,
-        timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+         "claims/sheet/test_01_key_ideas_10_data_parallel_training.py"], cwd=ROOT,
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert out.returncode == 0, out.stdout + out.stderr
     claims = {c["id"]: c for c in json.loads((tmp_path / "claims.json").read_text())["claims"]}
     ddp = {cid: c for cid, c in claims.items() if cid.startswith("DDP-") and c["tests"]}
@@ -72,8 +72,8 @@ def test_a_non_editable_install_refuses_with_the_reason(tmp_path):
     site = tmp_path / "site"
     with zipfile.ZipFile(tmp_path / "dist" / built.stdout.split()[-1]) as whl:
         whl.extractall(site)
-    assert (site / "support" / "spec" / "registry.py").exists() and not (site / "claims").exists()
-    out = _python("import support.spec.registry", cwd=tmp_path, PYTHONPATH=str(site))
+    assert (site / "support" / "rules" / "registry.py").exists() and not (site / "claims").exists()
+    out = _python("import support.rules.registry", cwd=tmp_path, PYTHONPATH=str(site))
     assert out.returncode != 0
     assert "runs from a checkout of the suite" in out.stderr
     assert "pip install -e ." in out.stderr

@@ -5,14 +5,15 @@ of the suite this run collected.
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import pytest
 
-from support.spec import registry as reg
-from support.spec import sources
-from support.spec.expectations import load_expectations, uncorrected
+from support.rules import registry as reg
+from support.rules import sources
+from support.rules.expectations import load_expectations, uncorrected
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT.parent / "shared" / "reference" / "claims-catalogue.md"
@@ -40,10 +41,11 @@ def test_registry_has_one_entry_per_catalogue_id(registry):
         assert len(registry) >= 313
 
 
-def test_ids_are_well_formed_and_filed_by_prefix(registry):
+def test_ids_are_well_formed_and_filed_by_section(registry):
     for cid, c in registry.items():
         assert reg.ID_RE.match(cid)
         assert c.kind in reg.KINDS and c.tier in reg.TIERS and c.document in reg.DOCUMENTS
+        assert c.file.startswith(f"claims/{c.document}/"), (cid, c.file)
 
 
 def test_every_marker_names_a_registry_id(registry, markers):
@@ -77,6 +79,15 @@ def test_expectations_name_registry_claims_and_give_reasons(registry):
         assert e.id in registry and e.reason
 
 
+HEADER = 'document = "lecture"\nsection = "S"\nlines = "L:1-2"\n\n'
+
+
+def _section(tmp_path, text: str, name: str = "01_s.toml", doc: str = "lecture"):
+    (tmp_path / doc).mkdir(parents=True, exist_ok=True)
+    (tmp_path / doc / name).write_text(text)
+    return tmp_path
+
+
 @pytest.mark.parametrize("field,value,message", [
     ("kind", '"z"', "unknown kind"),
     ("tier", '"nightly"', "unknown tier"),
@@ -91,20 +102,51 @@ def test_expectations_name_registry_claims_and_give_reasons(registry):
     ("figures", '[{ name = "t", bound = "< 60", reference = true }]', "needs the reference value"),
 ])
 def test_a_bad_registry_entry_is_refused(tmp_path, field, value, message):
-    entry = {"id": '"AB-01"', "document": '"lecture"', "section": '"S"', "source": '"L:1"',
-             "paraphrase": '"p"', "stated": '""', "kind": '"a"', "tier": '"fast"'}
+    entry = {"id": '"AB-01"', "source": '"L:1"', "paraphrase": '"p"', "kind": '"a"',
+             "tier": '"fast"'}
     entry[field] = value
-    (tmp_path / "AB.toml").write_text("[[claim]]\n" + "\n".join(f"{k} = {v}" for k, v in entry.items()))
+    _section(tmp_path, HEADER + "[[claim]]\n" + "\n".join(f"{k} = {v}" for k, v in entry.items()))
     with pytest.raises(reg.RegistryError, match=message):
         reg.load_registry(tmp_path)
 
 
+_ONE = '[[claim]]\nid = "AB-01"\nsource = "L:1"\nparaphrase = "p"\nkind = "a"\ntier = "fast"\n'
+
+
 def test_a_duplicate_id_is_refused(tmp_path):
-    one = ('[[claim]]\nid = "AB-01"\ndocument = "lecture"\nsection = "S"\nsource = "L:1"\n'
-           'paraphrase = "p"\nstated = ""\nkind = "a"\ntier = "fast"\n')
-    (tmp_path / "AB.toml").write_text(one + "\n" + one)
+    _section(tmp_path, HEADER + _ONE)
+    _section(tmp_path, HEADER + _ONE, "02_t.toml")
     with pytest.raises(reg.RegistryError, match="duplicate id"):
         reg.load_registry(tmp_path)
+
+
+@pytest.mark.parametrize("text,message", [
+    # the header is written once, never per claim
+    (HEADER + _ONE.replace('kind = "a"', 'kind = "a"\nsection = "S"'), "the file's header holds"),
+    ('section = "S"\nlines = "L:1"\n' + _ONE, "the header needs document"),
+    (HEADER.replace('"lecture"', '"sheet"') + _ONE, "lies under lecture/"),
+    (HEADER + 'claim = []\n', "no \\[\\[claim\\]\\] entries"),
+    # the words the notes print, beside figures that hold them: two copies of one fact
+    (HEADER + _ONE + 'stated = "7"\nfigures = [{ name = "n", stated = 7, tol = "exact" }]\n',
+     "each figure holds what the notes print"),
+    (HEADER + _ONE + 'module = { path = "claims/lecture/test_x.py" }\n', "and why"),
+    (HEADER + _ONE + 'module = { path = "claims/nowhere.py", why = "w" }\n', "does not exist"),
+    (HEADER + _ONE + 'meaning = "holds when r is {bound:r}"\n', "has no figure 'r'"),
+    (HEADER + _ONE + 'meaning = "{bound:n}"\nfigures = [{ name = "n", stated = 7 }]\n',
+     "the figure has no bound"),
+])
+def test_a_bad_section_file_is_refused(tmp_path, text, message):
+    _section(tmp_path, text)
+    with pytest.raises(reg.RegistryError, match=message):
+        reg.load_registry(tmp_path)
+
+
+def test_a_meaning_reads_its_thresholds_from_the_figures(tmp_path):
+    _section(tmp_path, HEADER + _ONE + 'meaning = "holds when r is {bound:r}, drift outside '
+             '{band:r} of {stated:r}; +- {reach:mpa:mean of 5}"\nfigures = [{ name = "r", '
+             'stated = 2.0, tol = "timing:ratio", bound = ["> 1", "< 6"] }]\n')
+    c = reg.load_registry(tmp_path)["AB-01"]
+    assert c.reading == "holds when r is > 1 and < 6, drift outside [1, 4] of 2.0; +- +- 0.11"
 
 
 # --------------------------------------------------------------------------- stated figures
@@ -179,10 +221,8 @@ def test_every_accelerator_claim_says_which_variants_it_requires(registry):
 
 def test_expectations_name_the_failure_they_expect(registry):
     for e in load_expectations(registry=registry):
-        if e.verdict == "drift":
-            assert e.measurements and all(m in registry[e.id].figures for m in e.measurements)
-        else:
-            assert e.match or e.measurements, e.label()
+        assert e.measurements and all(m in registry[e.id].figures for m in e.measurements), \
+            e.label()
 
 
 def test_every_known_fails_and_drift_suggests_a_correction(registry):
@@ -198,7 +238,7 @@ def test_every_known_fails_and_drift_suggests_a_correction(registry):
                 re.fullmatch(p, name) for p, _ in recorded.get(e.id, [])), (e.label(), name)
 
 
-_FAILS = ('[[expect]]\nid = "TAPE-07"\nverdict = "fails"\nmatch = "x"\nreason = "r"\n')
+_FAILS = ('[[expect]]\nid = "TAPE-07"\nverdict = "fails"\nmeasurement = "ratio"\nreason = "r"\n')
 
 
 @pytest.mark.parametrize("erratum,message", [
@@ -219,20 +259,31 @@ def test_an_expectation_without_a_good_correction_is_refused(registry, tmp_path,
 
 def test_a_correction_is_shared_by_the_entries_of_one_claim_and_only_for_fails_or_drift(
         registry, tmp_path):
-    (tmp_path / "e.toml").write_text(_FAILS + _FAILS.replace('"x"', '"y"'))
+    (tmp_path / "e.toml").write_text(_FAILS + _FAILS.replace('"fails"', '"drift"'))
     missing = uncorrected(load_expectations(tmp_path / "e.toml", registry))
     assert len(missing) == 2 and "suggests the correction of its sentence" in missing[0]
     ok = 'erratum = { quote = "a", correction = "b", finding = "f" }\n'
-    (tmp_path / "e.toml").write_text(_FAILS + ok + _FAILS.replace('"x"', '"y"'))
+    (tmp_path / "e.toml").write_text(_FAILS + ok + _FAILS.replace('"fails"', '"drift"'))
     assert uncorrected(load_expectations(tmp_path / "e.toml", registry)) == []
     (tmp_path / "e.toml").write_text(_FAILS.replace('"fails"', '"error"') + ok)
-    with pytest.raises(reg.RegistryError, match="only a known fails or drift suggests"):
+    with pytest.raises(reg.RegistryError, match="verdict must be one of fails, drift"):
+        load_expectations(tmp_path / "e.toml", registry)
+
+
+@pytest.mark.parametrize("entry,message", [
+    # a regular expression over an assertion's wording breaks when the wording changes
+    ('match = "x"\n', "never the wording of a message"),
+    ('', "name the failure"),
+])
+def test_a_known_failure_names_its_figure(registry, tmp_path, entry, message):
+    (tmp_path / "e.toml").write_text(_FAILS.replace('measurement = "ratio"\n', entry))
+    with pytest.raises(reg.RegistryError, match=message):
         load_expectations(tmp_path / "e.toml", registry)
 
 
 def test_the_readme_verdict_table_is_the_vocabulary():
-    """The README defines each verdict in the words of support/spec/verdicts.py, in its order."""
-    from support.spec import verdicts
+    """The README defines each verdict in the words of support/rules/verdicts.py, in its order."""
+    from support.rules import verdicts
     text = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| ([a-z-]+) \| (.+) \|$", text, re.M)
     table = [(v, m) for v, m in rows if v in verdicts.VERDICTS]
@@ -325,7 +376,7 @@ def test_every_testable_claim_has_a_control_or_says_why_not(registry):
     or it is a known fails or drift in every variant with the installed versions (nothing
     to turn red here)."""
     from support.harness import controls
-    from support.spec.expectations import load_expectations
+    from support.rules.expectations import load_expectations
     covered = {cid for c in controls.discover().values() for cid in c.claims}
     known = {e.id for e in load_expectations(registry=registry)
              if e.verdict in ("fails", "drift") and not e.variant and e.applies("")}
@@ -333,3 +384,142 @@ def test_every_testable_claim_has_a_control_or_says_why_not(registry):
                      if claim.kind in tuple("abcdefg") and cid not in covered | known
                      and not claim.control_reason)
     assert not missing, f"{len(missing)} claims with no control and no control_reason: {missing}"
+
+
+# --------------------------------------------------------------------------- each fact once
+_NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?"
+# a threshold written into prose: a comparison, or a range ("[2, 2.7]", "1-4x", "2 to 5")
+_THRESHOLD = re.compile(
+    r"(?:<=|>=|<|>|\b(?:above|below|at least|at most|more than|less than|exceeds?|within)\s+)"
+    rf"\s*({_NUMBER})x?(?![\w.])"
+    rf"|\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]"
+    rf"|(?<![\w.-])({_NUMBER})\s*-\s*({_NUMBER})x\b|(?<![\w.])({_NUMBER}) to ({_NUMBER})\b",
+    re.I)
+
+
+def _figure_values(claim) -> set[float]:
+    """The numbers a claim's figures decide by: bound values, stated values, band edges."""
+    from support.rules import tolerances
+    out = set()
+    for f in claim.all_figures():
+        out |= {float(b.value) for b in f.bounds if b.op != "=="}
+        tol = f.tolerance()
+        numeric = isinstance(f.stated, (int, float)) and not isinstance(f.stated, bool) \
+            or tolerances._numeric_text(f.stated)
+        if tol is not None and numeric:
+            out |= {tolerances.as_float(f.stated), *map(float, tolerances.band(f.stated, tol))}
+    return {v for v in out if math.isfinite(v)}
+
+
+def restated_thresholds(claim) -> list[str]:
+    """Thresholds a claim's prose (its meaning, its figures' why) writes as numbers that its
+    figures hold: a copy that can drift from the figure (write {bound:NAME} and the like)."""
+    values = _figure_values(claim)
+    texts = [("meaning", reg.PLACEHOLDER.sub("", claim.meaning))]
+    out = []
+    for where, text in texts:
+        for m in _THRESHOLD.finditer(text):
+            nums = [float(g.replace(",", "")) for g in m.groups() if g is not None]
+            if any(abs(n - v) <= 1e-6 * max(abs(n), abs(v)) for n in nums for v in values):
+                out.append(f"{claim.id} {where}: {m.group(0)!r} restates a figure "
+                           "(write {bound:NAME}, {band:NAME} or {stated:NAME})")
+    return out
+
+
+def test_a_meaning_writes_no_threshold_its_figures_hold(registry):
+    """Where a meaning names a threshold it reads it from the figure (a placeholder), so the
+    words and the rule that decides cannot drift apart."""
+    bad = [r for c in registry.values() for r in restated_thresholds(c)]
+    assert not bad, "\n  ".join(["meanings that restate their figures:"] + bad)
+
+
+def test_the_threshold_lint_sees_a_restated_bound(tmp_path):
+    """Negative control of the lint above: DS-09's old rule "[2.5, 3.5]" beside its band."""
+    _section(tmp_path, HEADER + _ONE + 'meaning = "holds when the ratio is in [2.5, 3.5]; '
+             'drift above 4"\nfigures = [{ name = "r", stated = 3, tol = "printed", '
+             'bound = "< 4" }]\n')
+    found = restated_thresholds(reg.load_registry(tmp_path)["AB-01"])
+    assert len(found) == 2 and "[2.5, 3.5]" in found[0] and "above 4" in found[1]
+
+
+def _values_checked(fn, ast) -> dict[str, set[str]]:
+    """Figure name -> the variables whose values a test passes to claim.check for it."""
+    out: dict[str, set[str]] = {}
+    for call in [n for n in ast.walk(fn) if isinstance(n, ast.Call)]:
+        if getattr(call.func, "attr", "") == "check" and len(call.args) >= 2 \
+                and isinstance(call.args[0], ast.Constant):
+            called = {id(c.func) for c in ast.walk(call.args[1]) if isinstance(c, ast.Call)}
+            out.setdefault(call.args[0].value, set()).update(
+                n.id for n in ast.walk(call.args[1])
+                if isinstance(n, ast.Name) and id(n) not in called)
+    return out
+
+
+def restated_bounds(root: Path = ROOT, registry=None) -> list[str]:
+    """Asserts in claim tests that compare a value the test passes to claim.check with a
+    literal equal to that figure's bound: the bound is the registry's (claim.check decides
+    it), the literal a second copy that can drift from it."""
+    import ast
+    registry = registry or reg.load_registry()
+    out = []
+    for path in sorted((root / "claims").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+            ids = [a.value for d in fn.decorator_list for s in ast.walk(d)
+                   if isinstance(s, ast.Call) and getattr(s.func, "attr", "") == "claim"
+                   for a in s.args if isinstance(a, ast.Constant)]
+            checked = _values_checked(fn, ast)
+            bounds = [(float(b.value), checked.get(f.name, set()), f"{cid} {f.name!r} {b}")
+                      for cid in ids if cid in registry for f in registry[cid].all_figures()
+                      for b in f.bounds if b.op != "=="]
+            for node in [n for n in ast.walk(fn) if isinstance(n, ast.Assert)]:
+                for cmp in [n for n in ast.walk(node.test) if isinstance(n, ast.Compare)]:
+                    sides = [cmp.left, *cmp.comparators]
+                    names = {n.id for side in sides for n in ast.walk(side)
+                             if isinstance(n, ast.Name)}
+                    for side in sides:
+                        try:
+                            value = float(ast.literal_eval(side))
+                        except (ValueError, TypeError, SyntaxError, MemoryError):
+                            continue
+                        out += [f"{path.relative_to(root)}:{node.lineno} ({fn.name}): {what}"
+                                for bound, used, what in bounds if bound == value and used & names]
+    return out
+
+
+def test_no_test_restates_a_bound_of_its_claim(registry):
+    """Each fact once: a test passes its measurement to claim.check, which judges it by the
+    registry's bound; an assert on the same number is a second copy of the rule."""
+    bad = restated_bounds(registry=registry)
+    assert not bad, "\n  ".join(["asserts restating a registry bound:"] + bad)
+
+
+def test_the_restated_bound_lint_sees_one(tmp_path):
+    """Negative control of the lint above."""
+    _section(tmp_path / "claims", HEADER + _ONE + 'figures = [{ name = "r", bound = ">= 3" }]\n')
+    (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
+        'import pytest\n\n\n@pytest.mark.claim("AB-01")\ndef test_r(claim):\n'
+        '    r = 2.4\n    claim.check("r", r)\n    assert r >= 3, "several times"\n')
+    found = restated_bounds(tmp_path, reg.load_registry(tmp_path / "claims"))
+    assert found == ["claims/lecture/test_01_s.py:8 (test_r): AB-01 'r' >= 3"]
+
+
+def _device_prefixes() -> set[str]:
+    from support.machine.devices import DEVICES
+    return {p for d in DEVICES.values() for p in (d.name.split(":")[-1], d.hardware)} - {"cpu"}
+
+
+def test_a_known_failure_names_every_device_twin_of_its_figures(registry):
+    """A figure measured on a device (cuda_NAME beside NAME) moves for the same reason: a
+    known drift or fails that names one names both, or the first run on that device goes red
+    on a failure the suite already explained (MEM-07 lost its CUDA figure in a merge)."""
+    prefixes = _device_prefixes()
+    missing = []
+    for e in load_expectations(registry=registry):
+        figures = registry[e.id].figures
+        for name in e.measurements:
+            bare = next((name[len(p) + 1:] for p in prefixes if name.startswith(p + "_")), name)
+            twins = {bare} | {f"{p}_{bare}" for p in prefixes}
+            missing += [f"{e.label()}: names {name!r} but not its twin {t!r}"
+                        for t in sorted(twins & set(figures)) if t not in e.measurements]
+    assert not missing, "\n  ".join(["known failures missing a device twin:"] + missing)

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from support.spec import registry as reg
+from support.rules import registry as reg
 from support.machine import timing
 from support.harness.recorder import ClaimRecorder
-from support.spec.tolerances import Bound
+from support.rules.tolerances import Bound
 
 
 def cmp(a, b):

@@ -1,13 +1,13 @@
-"""The verdict rules as plain functions (support/spec/verdicts.py, support/tolerances.judge):
+"""The verdict rules as plain functions (support/rules/verdicts.py, support/tolerances.judge):
 what a variant's ending and its figures make of it, what its expectations accept, and a
 claim's verdict from its variants. The pytest wiring is tested end to end in test_plugin."""
 from __future__ import annotations
 
 import pytest
 
-from support.spec.expectations import Expectation
-from support.spec import verdicts as v
-from support.spec.tolerances import TABLE, Bound, judge
+from support.rules.expectations import Expectation
+from support.rules import verdicts as v
+from support.rules.tolerances import TABLE, Bound, judge
 
 
 def fig(outcome, value=1.0, rule="stated 1 (exact)", interval=None):
@@ -44,7 +44,7 @@ def test_a_figure_below_1e_15_can_drift_while_its_bound_holds():
 
 
 def test_a_reference_figure_never_drifts_and_its_bounds_still_decide():
-    from support.spec.registry import Figure
+    from support.rules.registry import Figure
     ref = Figure("XX-01", "minutes", stated=5, bounds=(Bound.parse(">= 1"), Bound.parse("< 60")),
                  reference=True)
     # 7.4 minutes against the catalogue's reading of 5: shown, not compared
@@ -105,17 +105,29 @@ def test_skips_and_benchmarks():
 
 
 # --------------------------------------------------------------------------- expectations
-def exp(verdict, match="", measurement="", reason="r"):
-    return Expectation(id="XX-01", verdict=verdict, reason=reason, match=match,
-                           measurement=measurement)
+def exp(verdict, measurement="", reason="r"):
+    return Expectation(id="XX-01", verdict=verdict, reason=reason, measurement=measurement)
 
 
 def test_an_expectation_accepts_only_the_failure_it_names():
-    failed = v.Outcome("fails", "AssertionError: LSTM mixes", (), "AssertionError: LSTM mixes")
-    assert v.unexpected(failed, [exp("fails", match="LSTM mixes")]) [1] == ""
-    assert "not as claims/expectations.toml says" in v.unexpected(
-        failed, [exp("fails", match="GRU mixes")])[1]
-    assert "unexpected fails" in v.unexpected(failed, [])[1]
+    broken = v.Outcome("fails", "independent = False breaks its bound", ("independent",))
+    assert v.unexpected(broken, [exp("fails", measurement="independent")])[1] == ""
+    assert "fails not listed" in v.unexpected(broken, [exp("fails", measurement="other")])[1]
+    assert "fails not listed" in v.unexpected(broken, [])[1]
+    # an assertion names no figure: no entry knows it, whatever its words
+    asserted = v.Outcome("fails", "AssertionError: LSTM mixes", (), "AssertionError: LSTM mixes")
+    assert "by an assertion" in v.unexpected(asserted, [exp("fails", measurement="x")])[1]
+    assert "unexpected fails" in v.unexpected(asserted, [])[1]
+
+
+def test_a_bound_broken_at_once_is_the_figures_failure():
+    """claim.check(..., halt=True) raises at once (Hypothesis shrinks on it): the failure is
+    still the figure's, so a known failure that names the figure knows it."""
+    ms = {"share": fig("broken", 2.0, "bound <= 1")}
+    o = outcome(passed=False, assertion=True, halted=True, message="share = 2.0 breaks",
+                measurements=ms)
+    assert o.verdict == "fails" and o.figures == ("share",) and not o.message
+    assert v.unexpected(o, [exp("fails", measurement="share")])[1] == ""
 
 
 def test_a_drift_must_name_every_figure_that_moved():
@@ -126,9 +138,9 @@ def test_a_drift_must_name_every_figure_that_moved():
 
 
 def test_a_known_failure_that_holds_is_an_unexpected_pass():
-    assert "UNEXPECTED PASS" in v.unexpected(v.Outcome("holds"), [exp("fails", match="x")])[1]
+    assert "UNEXPECTED PASS" in v.unexpected(v.Outcome("holds"), [exp("fails", measurement="x")])[1]
     # inconclusive neither confirms nor contradicts: never a red run
-    assert v.unexpected(v.Outcome("inconclusive"), [exp("fails", match="x")])[1] == ""
+    assert v.unexpected(v.Outcome("inconclusive"), [exp("fails", measurement="x")])[1] == ""
 
 
 # --------------------------------------------------------------------------- one claim
@@ -165,7 +177,7 @@ def test_halt_judges_the_example_not_the_running_worst():
     """A property that halts on a broken bound must let Hypothesis shrink: after one bad
     example, a good one passes (the report still keeps the worst)."""
     from support.harness.recorder import ClaimRecorder
-    from support.spec.registry import Claim, Figure
+    from support.rules.registry import Claim, Figure
     c = Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
               stated="", kind="g", tier="fast")
     c.figures = {"share": [Figure("XX-01", "share", None, None, (Bound.parse("<= 1"),))]}

@@ -1,0 +1,34 @@
+"""Fixtures that the claim modules of several sections read (so far all in claims/lecture/).
+
+``runs``, ``sgd`` and ``tvn`` are the expensive concrete experiments of
+:mod:`support.lab.experiments` (the fold-0 Adam runs, the SGD runs, trees vs nets), which that
+module computes once per process and keeps on disk: every section that quotes a figure of the
+same runs (from "Four models that looked fine" to "Limitations and trade-offs") reads the same
+results. ``net`` is the notes' toy network (:func:`support.lab.toy.draw`), the one the autodiff,
+dtype-trap and limitations sections differentiate.
+"""
+from __future__ import annotations
+
+import pytest
+
+from support.lab import experiments, toy
+
+
+@pytest.fixture(scope="module")
+def runs(concrete, fresh):
+    return experiments.adam_runs(concrete, fresh=fresh)
+
+
+@pytest.fixture(scope="module")
+def sgd(concrete, fresh):
+    return experiments.sgd_runs(concrete, fresh=fresh)
+
+
+@pytest.fixture(scope="module")
+def net():
+    return toy.draw()
+
+
+@pytest.fixture(scope="module")
+def tvn(concrete, fresh):
+    return experiments.trees_vs_nets(concrete, fresh=fresh)

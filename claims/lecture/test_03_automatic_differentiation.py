@@ -1,0 +1,151 @@
+"""Lecture, "Automatic differentiation" (L:33-48).
+
+    z = Wx + b, a = tanh(z), yhat = v . a + c, L = (yhat - y)^2
+
+"It is neither symbolic algebra nor a numerical approximation." The toy network is protocol
+§4.1 (``support/lab/toy.py``).
+
+AD-01: "the gradient of a scalar loss ... for roughly the cost of two forward passes". Timed
+with :mod:`support.machine.timing` (min over interleaved trials, ``block_until_ready`` for
+JAX); torch runs on one intra-op thread so that a shared runner's load does not change the
+work split between forward and backward.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+
+from support.harness.controls import control
+from support.lab import toy
+from support.lab.jaxutil import x64
+from support.lab.properties import (
+    EPS64,
+    check_rounding,
+    networks,
+    pinned,
+)
+from support.lab.toy import jax_gradient_jitted
+from support.lab.train_torch import torch_threads
+from support.lab.workloads import forward_backward_sides, jnp_normal
+from support.machine import timing
+
+
+def _gradient(framework, t):
+    return toy.torch_gradient(t) if framework == "torch" else toy.jax_gradient(t)
+
+
+def _jax_sides(width: int, batch: int = 256, d_in: int = 8):
+    rng = np.random.default_rng(0)
+    params = {"W1": jnp_normal(rng, d_in, width, scale=d_in ** -0.5),
+              "W2": jnp_normal(rng, width, width, scale=width ** -0.5),
+              "w3": jnp_normal(rng, width, 1, scale=width ** -0.5)}
+    X = jnp_normal(rng, batch, d_in)
+    y = jnp.zeros((batch, 1))
+
+    def loss(p):
+        h = jax.nn.relu(X @ p["W1"])
+        h = jax.nn.relu(h @ p["W2"])
+        return jnp.mean((h @ p["w3"] - y) ** 2)
+
+    f, g = jax.jit(loss), jax.jit(jax.value_and_grad(loss))
+    return {"forward": lambda: f(params), "forward+backward": lambda: g(params)}
+
+
+@pytest.mark.claim("AD-01")
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_full_gradient_costs_about_two_forward_passes(claim, framework):
+    with torch_threads(1):
+        if framework == "torch":
+            sides, _ = forward_backward_sides(256, batch=2048)
+            sync = timing.no_sync
+        else:
+            sides, sync = _jax_sides(256, batch=2048), timing.jax_sync
+        # millisecond trials: many of them, so that the minimum escapes a loaded runner
+        cmp = timing.compare(sides, repeats=40, sync=sync, max_seconds=1.5)
+        # "roughly two forward passes": stated 2 within timing:ratio (1-4); contradicted if
+        # at or below one forward pass, or beyond the catalogue's failure bound of 6
+        timing.check_ratio(claim, "(forward+backward)/forward", cmp, "forward+backward",
+                           "forward", budget_s=3.0)
+    timing.record_times(claim, cmp)
+
+
+@control("AD-01", "AD-06", what="every backward pass costs a tenth of a second more: "
+                                "torch.autograd.grad and jax.value_and_grad's compiled gradient "
+                                "each wait 0.1 s, far more than the forward passes timed here")
+def backward_pays_a_tenth_of_a_second(mp):
+    real_grad, real_vg = torch.autograd.grad, jax.value_and_grad
+
+    def grad(*args, **kwargs):
+        time.sleep(0.1)
+        return real_grad(*args, **kwargs)
+
+    def value_and_grad(fun, *args, **kwargs):
+        vg = real_vg(fun, *args, **kwargs)
+
+        def waiting(*a, **k):
+            value, g = vg(*a, **k)
+            return waiting(value, 0.1), g
+        return waiting
+    mp.setattr(torch.autograd, "grad", grad)
+    mp.setattr(jax, "value_and_grad", value_and_grad)
+
+
+@pytest.mark.claim("AD-02")
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_autodiff_matches_the_hand_gradient_to_rounding(claim, net, framework):
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    err = toy.max_abs_diff(_gradient(framework, net), hand)
+    # rounding-level means a few ulps of the largest quantity the computation carries: the
+    # residual yhat - y cancels, so its absolute error is an ulp of yhat (~1.2), not of r
+    f = toy.forward_np(net.params, net.x, net.y)
+    scale = max([abs(float(f["yhat"])), abs(net.y)]
+                + [float(np.max(np.abs(g))) for g in hand.values()])
+    claim.record("max_abs_error", err)
+    claim.record("error_in_ulps_of_scale", err / (EPS64 * scale))
+    assert err <= 4 * EPS64 * scale
+    # contrast: a numerical approximation (the best central difference) is not
+    _, fd = toy.fd_errors(net)
+    assert fd.min() > 100 * err
+
+
+@pytest.mark.claim("AD-03")
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_hand_chain_rule_equals_autodiff_for_any_network(claim, framework):
+    @given(networks())
+    @pinned
+    def prop(t):
+        hand = toy.hand_gradient(t.params, t.x, t.y)
+        mag = toy.hand_magnitudes(t.params, t.x, t.y)
+        auto = toy.torch_gradient(t) if framework == "torch" else jax_gradient_jitted(t)
+        for k in ("W", "v"):
+            check_rounding(claim, "share_of_rounding_bound", "ad:chain-rule-float64",
+                           f"dL/d{k}", auto[k], hand[k], mag[k], n=sum(t.W.shape))
+    prop()
+
+
+@pytest.mark.claim("AD-07")
+def test_toy_network_has_nineteen_parameters(claim, net):
+    import jax
+    with x64():
+        jaxpr = jax.make_jaxpr(toy.jax_loss)(*toy.jax_args(net))
+    # the notes print them as f64[3,4] f64[3] f64[] f64[3] (then x f64[4], y f64[])
+    shapes = [f"{'f64' if v.aval.dtype == np.float64 else v.aval.dtype}"
+              f"[{','.join(map(str, v.aval.shape))}]" for v in jaxpr.jaxpr.invars]
+    claim.check('n_params', net.n_params)
+    claim.record("jaxpr_input_types", shapes)
+    assert net.n_params == 3 * 4 + 3 + 3 + 1 == 19
+    # the jaxpr's parameter inputs (dict keys sorted: W, b, c, v) carry those 19 numbers
+    assert shapes[:4] == ["f64[3,4]", "f64[3]", "f64[]", "f64[3]"]
+
+
+@control("AD-07", scope="process", what="the toy network is drawn with four hidden units "
+                                         "instead of three: 25 parameters")
+def toy_network_with_four_hidden_units(mp):
+    import functools
+    mp.setattr(toy, "draw", functools.partial(toy.draw, hidden=4))

@@ -1,0 +1,276 @@
+"""Lecture, "The dtype trap, measured" (L:277-294).
+
+"torch.tensor(3.14) gives you a float32 tensor, and torch.tensor(np.float64(3.14)) gives you
+float64." "When a float32 tensor meets a float64 one, the result is float64." "PyTorch
+disagreed at 7.5e-8 ... Every tensor in the calculation reported float64." "The relative error
+that produced was 1.25e-7, which is float32 epsilon to two figures." "jnp.asarray(np.ones(3))
+returns float32 with no warning at all. JAX warns only when you explicitly ask for
+dtype=jnp.float64." Protocol §5: the careless branch passes c and y as Python floats.
+
+JAX's x64 flag is process-global: the claims about its default (here DTYPE-09/10) assert it is
+off, the claims that need it use ``support.lab.jaxutil.x64()``, and
+``test_x64_does_not_leak_between_tests_in_either_order`` runs both groups in both orders.
+"""
+import contextlib
+import getpass
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from support.harness.controls import control
+from support.lab import toy
+from support.lab.jaxutil import assert_default_precision, run_fresh_python, x64_enabled
+from support.lab.perturb import python_floats_become
+from support.lab.toy import careless_errors
+
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+def _float32_eps() -> float:
+    """float32's epsilon as torch's float32 arithmetic shows it: the smallest power of two
+    that still changes 1.0 when added to it (1 + eps/2 rounds back to 1)."""
+    one, eps = torch.ones((), dtype=torch.float32), 1.0
+    while (one + eps / 2).item() != 1.0:
+        eps /= 2
+    return eps
+
+
+X64_IGNORED = """import jax
+_update = jax.config.update
+jax.config.update = lambda name, value: None if name == "jax_enable_x64" else _update(name, value)
+"""
+
+
+@pytest.mark.claim("DTYPE-02")
+def test_python_float_gives_float32_numpy_float64_gives_float64(claim):
+    a, b = torch.tensor(3.14), torch.tensor(np.float64(3.14))
+    claim.check('torch.tensor(3.14)', str(a.dtype))
+    claim.check('torch.tensor(np.float64(3.14))', str(b.dtype))
+    assert a.dtype == torch.float32 and b.dtype == torch.float64
+
+
+@control("DTYPE-02", "DTYPE-07", "DTYPE-08", "DTYPE-14",
+         what="torch.tensor stores a Python float as float64, as NumPy does, so no float32 "
+              "scalar hides in the calculation")
+def torch_tensor_keeps_python_floats_float64(mp):
+    mp.setattr(torch, "tensor", python_floats_become(torch.tensor, torch.float64))
+
+
+@pytest.mark.claim("DTYPE-03")
+@pytest.mark.parametrize("case", ["both_dimensioned", "both_0d", "dimensioned_f32_with_0d_f64"])
+def test_float32_meeting_float64_gives_float64(claim, case):
+    f32 = torch.ones(3) if case != "both_0d" else torch.tensor(1.0)
+    f64 = {"both_dimensioned": torch.ones(3, dtype=torch.float64),
+           "both_0d": torch.tensor(1.0, dtype=torch.float64),
+           "dimensioned_f32_with_0d_f64": torch.tensor(1.0, dtype=torch.float64)}[case]
+    out = (f32 + f64).dtype
+    claim.check('result_dtype', str(out))
+    claim.check("float64 wins", out == torch.float64)
+
+
+@control("DTYPE-03", "DTYPE-07", what="when a float32 tensor meets a float64 one in + or -, the "
+                                      "result is float32 (the lower precision wins)")
+def float32_wins_over_float64(mp):
+    def lower(a, b):
+        if isinstance(b, torch.Tensor) and a.is_floating_point() and b.is_floating_point() \
+                and a.dtype != b.dtype:
+            low = min(a.dtype, b.dtype, key=lambda d: torch.finfo(d).bits)
+            return a.to(low), b.to(low)
+        return a, b
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__"):
+        mp.setattr(torch.Tensor, name, lambda self, other, _real=getattr(torch.Tensor, name):
+                   _real(*lower(self, other)))
+
+
+@pytest.mark.claim("DTYPE-04")
+@pytest.mark.parametrize("how", ["dtype_argument", "double_tensor", "double_model",
+                                 "set_default_dtype"])
+def test_pytorch_supports_float64_on_cpu(claim, how):
+    if how == "dtype_argument":
+        dt = torch.zeros(2, dtype=torch.float64).dtype
+    elif how == "double_tensor":
+        dt = torch.zeros(2).double().dtype
+    elif how == "double_model":
+        dt = torch.nn.Linear(3, 1).double().weight.dtype
+    else:
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            dt = torch.nn.Linear(3, 1).weight.dtype
+            assert torch.tensor(1.0).dtype == torch.float64
+        finally:
+            torch.set_default_dtype(old)
+    claim.check('dtype', str(dt))
+    assert dt == torch.float64
+    # full support: float64 arithmetic is float64-accurate
+    assert (torch.tensor(1.0, dtype=torch.float64) + 1e-12).item() != 1.0
+
+
+@control("DTYPE-04", what="PyTorch adds float64 tensors in float32 and casts the result back: "
+                          "float64 in name only")
+def float64_added_in_float32(mp):
+    real = torch.Tensor.__add__
+    mp.setattr(torch.Tensor, "__add__", lambda self, other: real(self.float(), other).double()
+               if self.dtype == torch.float64 else real(self, other))
+
+
+@pytest.mark.claim("DTYPE-06")
+@pytest.mark.parametrize("figure", ["absolute", "relative", "fixed"])
+def test_two_float32_scalars_cost_7_5e_8(claim, net, figure):
+    # the registry bounds the careless errors to [3e-8, 3e-7] (the float32 fingerprint) and
+    # the fixed one to <= 1e-15; the printed figures decide drift
+    abs_err, rel = careless_errors(net)
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    if figure == "absolute":
+        claim.check("careless_abs_error", abs_err)
+        # "7.5e-8, eight orders of magnitude worse than it should be": than the machine
+        # precision JAX reached on the same gradient ("JAX did")
+        jax_err = toy.max_abs_diff(toy.jax_gradient(net), hand)
+        claim.check("orders worse than machine precision", float(np.log10(abs_err / jax_err)),
+                    note=f"log10(careless {abs_err:.3g} / JAX against the hand gradient "
+                         f"{jax_err:.3g})")
+        fixed = toy.max_abs_diff(toy.torch_gradient(net), hand)
+        claim.record("orders worse than float64 epsilon", float(np.log10(abs_err / EPS64)))
+        claim.record("orders worse than the fixed float64 run", float(np.log10(abs_err / fixed)),
+                     note="the notes' own figures: log10(7.5e-8 / 1.7e-18) = 10.6")
+    elif figure == "relative":
+        claim.check("careless_rel_error", rel,
+                    note="protocol §5: no code prints 1.25e-7; every element is ~1e-6 off "
+                         "because the residual is only -0.0377")
+    else:
+        claim.check("fixed_abs_error", toy.max_abs_diff(toy.torch_gradient(net), hand))
+        claim.record("fixed_abs_error, torch's W x summed by halving",
+                     toy.max_abs_diff(toy.torch_gradient(net, sums="halving"), hand),
+                     note="NumPy's order on this machine (AD-13): the notes' 1.7e-18")
+
+
+@control("DTYPE-06", what="torch.tensor stores a Python float as float16, not float32, so the "
+                          "two careless scalars cost about a thousand times more than 7.5e-8")
+def python_floats_stored_as_float16(mp):
+    mp.setattr(torch, "tensor", python_floats_become(torch.tensor, torch.float16))
+
+
+@pytest.mark.claim("DTYPE-07")
+def test_every_downstream_tensor_reports_float64(claim, net):
+    loss, lv = toy.torch_loss(net, careless=True)
+    z = lv["W"] @ lv["x"] + lv["b"]
+    yhat = lv["v"] @ torch.tanh(z) + lv["c"]
+    claim.check('loss_dtype', str(loss.dtype))
+    claim.record("hidden_scalars", [str(lv["c"].dtype), str(lv["y"].dtype)])
+    assert loss.dtype == yhat.dtype == z.dtype == torch.float64
+    assert lv["c"].dtype == lv["y"].dtype == torch.float32    # where the precision went
+
+
+@pytest.mark.claim("DTYPE-08")
+def test_an_error_near_1e_7_is_float32s_fingerprint(claim, net):
+    _, rel = careless_errors(net)
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    fixed = toy.torch_gradient(net)
+    fixed_rel = max(float(np.max(np.abs((fixed[k] - hand[k]) / hand[k]))) for k in hand)
+    eps = _float32_eps()
+    claim.check('float32_eps', eps, note="measured: the spacing of torch's float32 at 1.0")
+    claim.record("careless_rel_error", rel)
+    claim.record("careless_rel_error_in_eps", rel / eps)
+    claim.record("float64_rel_error_in_eps", fixed_rel / eps)
+    # the fingerprint: the error of the float32 scalars is within an order of magnitude of
+    # float32's eps, while the same gradient in float64 is a million times and more below it
+    assert 0.1 <= rel / eps <= 10, f"the careless error is {rel / eps:.3g} float32 eps"
+    assert fixed_rel / eps < 1e-6, f"the float64 error is {fixed_rel / eps:.3g} float32 eps"
+
+
+@pytest.mark.claim("DTYPE-09")
+def test_jax_converts_float64_numpy_to_float32_silently(claim):
+    assert_default_precision()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = jnp.asarray(np.ones(3))
+    claim.check('dtype', str(a.dtype))
+    claim.check('warnings', len(caught))
+    assert a.dtype == jnp.float32 and not caught
+
+
+@control("DTYPE-09", "DTYPE-15", what="jnp.asarray warns whenever it truncates float64 input to "
+                                      "float32, as an explicit float64 request does")
+def asarray_warns_when_it_truncates(mp):
+    real = jnp.asarray
+
+    def asarray(a, *args, **kwargs):
+        if getattr(a, "dtype", None) == np.float64 and not x64_enabled():
+            warnings.warn("float64 input truncated to float32", UserWarning, stacklevel=2)
+        return real(a, *args, **kwargs)
+    mp.setattr(jnp, "asarray", asarray)
+
+
+@pytest.mark.claim("DTYPE-10")
+def test_jax_warns_only_for_explicit_float64_and_truncates(claim):
+    assert_default_precision()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = jnp.array([1.0, 2.0], dtype=jnp.float64)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    claim.check('dtype', str(a.dtype))
+    claim.record("warning", msgs[0] if msgs else "")
+    assert a.dtype == jnp.float32
+    # JAX 0.4 writes "dtype float64 requested", 0.10 "requested dtype float64"
+    assert len(msgs) == 1 and "Explicitly requested dtype" in msgs[0] and "float64" in msgs[0] \
+        and "truncated" in msgs[0]
+
+
+@pytest.mark.claim("DTYPE-11")
+def test_enabling_x64_at_program_start_gives_float64(claim):
+    code = ("import jax, numpy as np\n"
+            "import jax.numpy as jnp\n"
+            "before = jnp.asarray(np.ones(3))\n"
+            "jax.config.update('jax_enable_x64', True)\n"
+            "after = jnp.asarray(np.ones(3))\n"
+            "print(before.dtype, after.dtype, before.dtype)\n")
+    r = run_fresh_python(code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    before, after, before_again = r.stdout.split()
+    claim.check('after_update', after)
+    claim.record("array_made_before_update", before_again)
+    assert after == "float64"
+    # "decide it before creating arrays": what was made before stays float32
+    assert before == before_again == "float32"
+
+
+@control("DTYPE-11", what="in a fresh interpreter, jax.config.update('jax_enable_x64', True) "
+                          "is ignored: 64-bit types stay off")
+def x64_update_ignored_in_a_fresh_interpreter(mp):
+    # a sitecustomize on PYTHONPATH: the fresh interpreter runs it before the claim's code
+    where = Path(tempfile.gettempdir()) / f"lecture11-control-x64-{getpass.getuser()}"
+    where.mkdir(exist_ok=True)
+    (where / "sitecustomize.py").write_text(X64_IGNORED)
+    mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(where),
+                                                           os.environ.get("PYTHONPATH")])))
+
+
+@pytest.mark.claim("DTYPE-12")
+@pytest.mark.parametrize("mode", ["x64_on", "x64_off"])
+def test_jax_agrees_to_4_4e_16_only_with_x64(claim, net, mode):
+    hand = toy.hand_gradient(net.params, net.x, net.y)
+    err = toy.max_abs_diff(toy.jax_gradient(net, x64=(mode == "x64_on")), hand)
+    if mode == "x64_on":
+        claim.check('jax_vs_hand', err)
+    else:
+        claim.record("jax_vs_hand", err, note="x64 off: float32 arithmetic")
+        assert 1e-9 <= err <= 1e-5
+
+
+@control("DTYPE-12", what="jax.enable_x64 does nothing: the x64 branch computes in float32")
+def enable_x64_does_nothing(mp):
+    mp.setattr(jax, "enable_x64", lambda enabled=True: contextlib.nullcontext())
+
+
+@control("DTYPE-12", what="JAX computes in 64 bits whatever is asked: the x64-off branch agrees "
+                          "to float64 precision too")
+def x64_always_on(mp):
+    real = jax.enable_x64
+    mp.setattr(jax, "enable_x64", lambda enabled=True: real(True))

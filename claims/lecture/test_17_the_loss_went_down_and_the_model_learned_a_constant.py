@@ -1,0 +1,302 @@
+"""Lecture, "The loss went down and the model learned a constant" (L:315-328).
+
+Fold 0 of the lecture's GroupKFold split, seed 0, 120 epochs (protocol §3, §7.1-7.2):
+predicting the training mean scores 17.9 MPa, the working network 5.5 MPa; with the target
+left as (64,) instead of (64, 1), MSELoss broadcasts to a 64 x 64 matrix, the network learns
+a constant (17.7 MPa, prediction SD 0.26) and PyTorch warns once per batch, 1,560 times.
+
+The buggy run's 17.7 MPa against the baseline (STORY-02) and the notebook showing the warning
+once (SHAPE-12) are L:11's sentences too, tested in
+``claims/lecture/test_01_why_this_matters.py``.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from support.harness.controls import control
+from support.lab import stories
+from support.lab.data import lecture_split
+from support.lab.stories import shape_bug_run
+from support.lab.train_torch import baseline_rmse
+from support.rules import error_models
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval of a share k/n."""
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return float(centre - half), float(centre + half)
+
+
+def steadiness(loss, window: int = 10) -> dict:
+    """What "the training loss fell steadily" can be measured by, on a per-epoch curve.
+
+    * ``share``: the share of epoch-to-epoch steps that fell, with its 95 % Wilson interval. A
+      curve that falls steadily falls in most epochs; a flat curve with noise falls in half.
+    * ``fall``: how far the curve fell after its first epoch, in units of its own epoch-to-
+      epoch noise: (mean of epochs 2-11 - mean of the last 10) / sigma, where sigma is the
+      robust SD of the step-to-step changes after the first epoch (1.4826 MAD / sqrt 2, the
+      noise of one epoch). Its interval is +- 2 SE of that difference of two 10-epoch means
+      (2 sqrt(1/10 + 1/10) sigma). The first epoch is left out: one drop followed by a
+      plateau is not a steady fall.
+    """
+    loss = np.asarray(loss, dtype=float)
+    steps = np.diff(loss)
+    fell = int(np.sum(steps < 0))
+    later = np.diff(loss[1:])
+    sigma = float(1.4826 * np.median(np.abs(later - np.median(later))) / np.sqrt(2))
+    fall = float(np.mean(loss[1:1 + window]) - np.mean(loss[-window:])) / sigma
+    half = 2 * float(np.sqrt(2 / window))
+    return {"fell": fell, "steps": len(steps), "share": fell / len(steps),
+            "share_interval": wilson(fell, len(steps)), "sigma": sigma,
+            "fall": fall, "fall_interval": (fall - half, fall + half)}
+
+
+def _mse_warnings(pred, target):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = torch.nn.MSELoss()(pred, target)
+    return loss, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+WARNING_PREFIX = ("Using a target size (torch.Size([64])) that is different to the input size "
+                  "(torch.Size([64, 1])). This will likely lead to incorrect results")
+
+
+def _mse_quiet_after(mp, warned: int):
+    """F.mse_loss (what nn.MSELoss calls) that stops warning about a target of another size
+    once it has warned ``warned`` times."""
+    real, count = torch.nn.functional.mse_loss, [0]
+
+    def mse_loss(input, target, *args, **kwargs):
+        if input.size() != target.size():
+            count[0] += 1
+            if count[0] > warned:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return real(input, target, *args, **kwargs)
+        return real(input, target, *args, **kwargs)
+    mp.setattr(torch.nn.functional, "mse_loss", mse_loss)
+
+
+@pytest.mark.xdist_group("concrete-experiments")
+@pytest.mark.claim("STORY-04")
+def test_the_buggy_runs_training_loss_still_falls(concrete, claim, fresh):
+    # the shape-bug run of this section (shared with STORY-02/03)
+    bug = stories.run(concrete, "shape_bug", fresh=fresh)
+    loss = bug.train_loss
+    claim.record("training loss, first epoch", loss[0])
+    claim.record("training loss, last epoch", loss[-1])
+    claim.record("training loss per epoch", [round(v, 5) for v in loss])
+    claim.record("validation RMSE", bug.rmse, unit="MPa")
+    first10, last10 = float(np.mean(loss[:10])), float(np.mean(loss[-10:]))
+    claim.record("mean loss, first and last 10 epochs", [first10, last10])
+    s = steadiness(loss)
+    claim.record("epoch-to-epoch noise (robust SD)", s["sigma"])
+    # "fell steadily": beyond its own noise after the first epoch (a trend, not one drop and
+    # a plateau); the share of falling epochs is the per-epoch reading, reported
+    claim.record("share of epochs that fell", s["share"],
+                 note=f"{s['fell']} of {s['steps']} epoch-to-epoch steps fell; 95 % Wilson "
+                      f"interval [{s['share_interval'][0]:.3f}, {s['share_interval'][1]:.3f}]")
+    claim.check("fall after the first epoch, in noise SDs", s["fall"], interval=s["fall_interval"],
+                note="(mean of epochs 2-11 - mean of the last 10) / robust epoch-to-epoch SD; "
+                     "interval +- 2 SE of that difference")
+    claim.note(f"The loss of the unshaped target falls from {loss[0]:.4f} to {loss[-1]:.4f} "
+               f"(its floor is the target's variance, 1), almost all of it in the first epoch; "
+               f"it falls in {s['fell']} of {s['steps']} epoch-to-epoch steps, and after the "
+               f"first epoch by {s['fall']:.1f} of its own noise SDs.")
+    # contrast, that it can hold: the working loop's curve, measured the same way, does fall steadily
+    ok = steadiness(stories.run(concrete, "fixed", fresh=fresh).train_loss)
+    claim.record("working loop: share of epochs that fell", ok["share"])
+    claim.record("working loop: fall after the first epoch, in noise SDs", ok["fall"])
+    # the registry's rule for the figure, applied to the control curves
+    falling = claim.figure("fall after the first epoch, in noise SDs")
+    assert falling.judge(ok["fall"], ok["fall_interval"])[0] == "within", \
+        "control: the working loop's loss does not count as falling steadily"
+    # contrast: the same epochs after the first run backwards (its noise kept, its
+    # trend turned into a rise) do not count as falling
+    backwards = steadiness(np.concatenate([loss[:1], loss[1:][::-1]]))
+    claim.record("run backwards after the first epoch: fall in noise SDs", backwards["fall"])
+    assert falling.judge(backwards["fall"], backwards["fall_interval"])[0] != "within", \
+        "control: a rising curve counts as falling"
+    # it does fall over the run, not by luck of the last shuffle
+    assert last10 < first10, "the buggy run's loss did not fall over the run"
+    # ... while the model it trains is as bad as the mean (the point of the story)
+    assert bug.rmse > 0.9 * baseline_rmse(concrete)
+
+
+@control("STORY-04", what="torch's Adam climbs the loss instead of descending it (its own "
+                          "maximize=True), so the training loss rises")
+def adam_climbs_the_loss(mp):
+    real = torch.optim.Adam.__init__
+
+    def climbing(self, params, *args, **kwargs):
+        real(self, params, *args, **{**kwargs, "maximize": True})
+    mp.setattr(torch.optim.Adam, "__init__", climbing)
+
+
+@pytest.mark.claim("STORY-03")
+def test_the_buggy_network_predicts_a_constant(concrete, claim, fresh):
+    bug = shape_bug_run(concrete, fresh)
+    fixed = stories.run(concrete, "fixed", fresh=fresh)
+    claim.check('prediction SD', bug.pred_std, unit='MPa')
+    claim.record("fixed prediction SD", fixed.pred_std, unit="MPa")
+    assert bug.pred_std < 1.0 < fixed.pred_std / 10
+
+
+@pytest.mark.claim("SHAPE-08")
+def test_mse_of_64x1_against_64_is_the_all_pairs_mean(claim):
+    torch.manual_seed(0)
+    pred, y = torch.randn(64, 1), torch.randn(64)
+    loss, _ = _mse_warnings(pred, y)
+    pairs = ((pred - y[None, :]) ** 2)
+    claim.check('broadcast_shape', list((pred - y).shape))
+    claim.check('diff_to_all_pairs_mean', abs(loss.item() - pairs.mean().item()))
+    assert tuple((pred - y).shape) == (64, 64)
+    assert abs(loss.item() - pairs.mean().item()) <= 1e-6
+    assert abs(loss.item() - ((pred[:, 0] - y) ** 2).mean().item()) > 1e-3
+
+
+@control("SHAPE-08", what="MSELoss matches a (64, 1) prediction to a (64,) target element by "
+                          "element instead of broadcasting them")
+def mse_matches_the_shapes(mp):
+    real = torch.nn.functional.mse_loss
+    mp.setattr(torch.nn.functional, "mse_loss", lambda input, target, *args, **kwargs: real(
+        input.reshape(target.shape), target, *args, **kwargs))
+
+
+@pytest.mark.claim("SHAPE-09")
+def test_all_pairs_mse_is_minimised_by_the_batch_mean(claim):
+    @given(st.integers(0, 2**32 - 1), st.integers(2, 50))
+    def prop(seed, n):
+        rng = np.random.default_rng(seed)
+        y = torch.tensor(rng.normal(size=n) * 10)
+        p = torch.full((n, 1), y.mean().item(), dtype=torch.float64, requires_grad=True)
+        loss = ((p - y[None, :]) ** 2).mean()
+        loss.backward()
+        gmax = p.grad.abs().max().item()
+        # 0 in exact arithmetic; the rounding of the mean and of the sum over the n pairs
+        # is relative to (2/n^2) sum_j (|p| + |y_j|) (support/rules/error_models.py)
+        model = error_models.model("shape:all-pairs-mean-float64")
+        magnitude = 2.0 / n**2 * float((p.detach()[0, 0].abs() + y.abs()).sum())
+        share = model.share(gmax, magnitude, n=n)
+        claim.record("max_grad_at_mean", gmax, reduce="max")
+        claim.check("share_of_rounding_bound", share, reduce="max", note=model.describe(n),
+                    halt=True)
+        other = torch.tensor(rng.normal(size=(n, 1)) * 10)
+        assert loss.item() <= ((other - y[None, :]) ** 2).mean().item()
+    prop()
+    claim.check('worst_grad_at_mean', claim.measurements['max_grad_at_mean']['value'])
+
+
+@pytest.mark.claim("SHAPE-10")
+def test_mse_warns_about_the_target_size(claim):
+    _, msgs = _mse_warnings(torch.randn(64, 1), torch.randn(64))
+    claim.record("warning", msgs[0] if msgs else "")
+    assert len(msgs) == 1 and msgs[0].startswith(WARNING_PREFIX)
+
+
+@control("SHAPE-10", what="PyTorch stays silent about a target whose size differs from the "
+                          "input's")
+def mse_silent_about_the_target_size(mp):
+    _mse_quiet_after(mp, 0)
+
+
+@pytest.mark.claim("SHAPE-11")
+def test_the_warning_fires_once_per_batch_1560_times(claim, concrete, fresh):
+    """The story's own 120-epoch run (train(target_2d=False)), shared with STORY-02 through
+    support.lab.stories, so the suite trains it once per process."""
+    from support.lab import stories
+    res = stories.run(concrete, "shape_bug", fresh=fresh)
+    n = sum(m.startswith("Using a target size") for m in res.warnings)
+    claim.check('batches_per_epoch', res.steps / 120)
+    claim.check('warnings_in_120_epochs', n)
+    assert n == res.steps == 1560        # once per batch, every batch
+    # contrast: the fixed loop warns nothing
+    assert not stories.run(concrete, "fixed", fresh=fresh).warnings
+
+
+# the story trains inside the test (one thread, no worker process): under a test-scope control
+# support.lab.cache.isolated() makes it train afresh, so no session of its own is needed
+@control("SHAPE-11", what="PyTorch warns about the target size only the first time, not on "
+                          "every batch")
+def mse_warns_only_once(mp):
+    _mse_quiet_after(mp, 1)
+
+
+@pytest.mark.claim("SHAPE-13")
+@pytest.mark.parametrize("fix", ["target_y[:, None]", "pred.squeeze()"])
+def test_matching_shapes_removes_the_warning(claim, fix):
+    torch.manual_seed(0)
+    pred, y = torch.randn(64, 1), torch.randn(64)
+    loss, msgs = _mse_warnings(*((pred, y[:, None]) if fix.startswith("target") else
+                                 (pred.squeeze(), y)))
+    elementwise = ((pred[:, 0] - y) ** 2).mean()
+    claim.check('warnings', len(msgs))
+    assert not msgs and torch.allclose(loss, elementwise, rtol=0, atol=0)
+
+
+@control("SHAPE-13", what="squeeze() leaves a (64, 1) prediction as it is, so the squeezed "
+                          "fix still broadcasts")
+def squeeze_does_nothing(mp):
+    mp.setattr(torch.Tensor, "squeeze", lambda self, *dims: self)
+
+
+@pytest.mark.claim("STORY-05")
+def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(concrete, claim, fresh):
+    fixed = stories.run(concrete, "fixed", fresh=fresh)
+    _, val_idx = lecture_split(0)
+    claim.check('RMSE', fixed.rmse, unit='MPa')
+    claim.check('prediction SD', fixed.pred_std, unit='MPa')
+    claim.record("validation target SD", float(np.std(concrete.y[val_idx], ddof=1)), unit="MPa")
+    claim.check('warnings', fixed.n_warnings)
+    assert fixed.rmse < 0.5 * baseline_rmse(concrete) and fixed.pred_std > 10 and fixed.n_warnings == 0
+
+
+@pytest.mark.claim("SHAPE-14")
+def test_a_shape_assertion_catches_the_bug_on_the_first_batch(claim):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from support.lab.train_torch import mlp
+    torch.manual_seed(0)
+    X, y = torch.randn(832, 8), torch.randn(832)       # the story's target: shape (N,)
+
+    def first_failing_batch(target) -> tuple[int | None, str]:
+        """Run an epoch with the notes' assertion at the loss; the batch it stops at."""
+        model = mlp()
+        for i, (xb, yb) in enumerate(DataLoader(TensorDataset(X, target), batch_size=64), 1):
+            pred = model(xb)
+            try:
+                assert pred.shape == yb.shape
+            except AssertionError:
+                return i, f"{tuple(pred.shape)} != {tuple(yb.shape)}"
+            torch.nn.functional.mse_loss(pred, yb)
+        return None, ""
+    caught_at, shapes = first_failing_batch(y)
+    fixed_at, _ = first_failing_batch(y[:, None])
+    claim.record("batch at which the assertion stopped the buggy loop", caught_at, note=shapes)
+    claim.record("batch at which it stopped the fixed loop", fixed_at if fixed_at else "none",
+                 note="13 batches of 64")
+    assert caught_at == 1, f"the shape assertion stopped the buggy loop at batch {caught_at}"
+    assert fixed_at is None, "control: the assertion stopped the fixed loop"
+
+
+@control("SHAPE-14", what="a tensor's .shape leaves out trailing axes of length 1, so a (64, 1) "
+                          "prediction reports the shape of a (64,) target")
+def shape_hides_trailing_ones(mp):
+    real = torch.Tensor.shape                # the C attribute, read through its descriptor
+
+    def shape(self):
+        dims = tuple(real.__get__(self))
+        while len(dims) > 1 and dims[-1] == 1:
+            dims = dims[:-1]
+        return torch.Size(dims)
+    mp.setattr(torch.Tensor, "shape", property(shape))

@@ -1,0 +1,182 @@
+"""Lecture, "Adam on raw inputs" (L:371-386).
+
+With the right panel of the pathology figure and the sentence of "Adam, and what its
+parameters do" that explains it. Fold 0, seed 0, 120 epochs, target standardised as always
+(protocol §7.6): with the inputs unscaled, Adam "converged smoothly to a validation RMSE of
+about 8 MPa ... There was no NaN, no warning"; "it trains to 8.3 MPa instead of 5.5"; "With
+SGD that produces NaN within the first epoch"; Adam "absorbs the scaling problem that makes
+SGD explode, but it cannot fully undo it"; "Fit a StandardScaler on the training rows and
+apply it to both splits. Adam reaches 5.5 MPa." And: Adam's invariance to a per-coordinate
+rescaling "is why Adam survived the unscaled concrete inputs where SGD produced NaN, and it is
+also why Adam hid the bug."
+
+The input scales that make SGD explode (DS-12) are measured on the verified full-precision UCI
+table (``support.lab.data``), never on a rounded copy.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from support.harness.controls import control
+from support.lab import experiments
+from support.lab.data import lecture_split
+from support.lab.perturb import read_as
+from support.lab.train_torch import baseline_rmse, prepare
+
+
+def curve(result):
+    return [round(float(v), 3) for v in result.history]
+
+
+def relapse(values) -> float:
+    """The largest factor by which a curve later climbs back above a value it had reached:
+    max over t of max(later values) / value at t. 1 for a curve that never rises; a spike or
+    a wander shows as a large factor."""
+    logs = np.log(np.asarray(values, dtype=float))
+    later_max = np.maximum.accumulate(logs[::-1])[::-1]
+    return float(np.exp(np.max(later_max[1:] - logs[:-1])))
+
+
+def roughness(raw, smooth, rough) -> float:
+    """Where a curve's relapse sits between two references' on a log scale: 0 at the smooth
+    one's, 1 at the rough one's."""
+    a, b, c = (np.log(relapse(v)) for v in (raw, smooth, rough))
+    return float((a - b) / (c - b))
+
+
+@pytest.mark.xdist_group("concrete-experiments")
+@pytest.mark.claim("STORY-11")
+def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs):
+    raw, fixed = runs["raw"], runs["fixed"]
+    claim.check('Adam, raw inputs', raw.rmse, unit='MPa')
+    claim.check('Adam, scaled inputs', fixed.rmse, unit='MPa')
+    claim.record("Adam raw curve", curve(raw), unit="MPa")
+    claim.record("Adam scaled curve", curve(fixed), unit="MPa")
+    ratio = claim.record("raw / scaled", raw.rmse / fixed.rmse)
+    claim.check('non-finite epochs', raw.nonfinite_epochs)
+    base = baseline_rmse(concrete)
+    h = np.array(raw.history)
+    assert raw.nonfinite_epochs == 0 and math.isfinite(raw.rmse)
+    # "less than half the baseline", and half again as bad as it should be
+    assert raw.rmse < 0.5 * base
+    assert 1.3 <= ratio <= 1.8
+    # "converged": the training loss fell by far and the last 20 validation epochs stay
+    # within 25 % of where the run ends (no divergence, no late blow-up)
+    loss = raw.train_loss
+    claim.record("training loss, first and last epoch", [loss[0], loss[-1]])
+    claim.record("last 20 epochs, lowest and highest", [float(h[-20:].min()), float(h[-20:].max())], unit="MPa")
+    assert loss[-1] < 0.2 * loss[0]
+    assert 0.8 * raw.rmse <= h[-20:].min() and h[-20:].max() <= 1.25 * raw.rmse
+    # "smoothly ... a loss curve that looks like the textbook shape": its relapses are nearer
+    # the working loop's (scaled inputs) than those of the loop that forgot zero_grad, whose
+    # curve wanders (STORY-06)
+    broken = runs["no_zero_grad"]
+    for what, get in (("training loss", lambda r: r.train_loss),
+                      ("validation RMSE", lambda r: r.history)):
+        claim.record(f"largest relapse of the {what}: raw, working loop, no zero_grad",
+                     [round(relapse(get(r)), 3) for r in (raw, fixed, broken)])
+        claim.check(f"{what} roughness, working loop 0 to no zero_grad 1",
+                    roughness(get(raw), get(fixed), get(broken)))
+
+
+@control("STORY-11", "STORY-14", scope="process",
+         what="scikit-learn's StandardScaler hands its input back unchanged, so the working "
+              "loop trains on raw inputs too and Adam no longer reaches 5.5 MPa")
+def standard_scaler_passes_inputs_through(mp):
+    # process scope: the runs come from the shared experiments (a module fixture)
+    from sklearn.preprocessing import StandardScaler
+    mp.setattr(StandardScaler, "transform",
+               lambda self, X, copy=None: np.array(X, dtype=np.float64))
+
+
+@control("STORY-11", "STORY-13", "ADAM-13", scope="process",
+         what="torch's Adam steps by lr times the raw gradient, as plain SGD does, without its "
+              "per-coordinate normalisation: on raw inputs it blows up like SGD")
+def adam_takes_plain_gradient_steps(mp):
+    # process scope: the raw-input Adam run comes from the shared experiments
+    def plain(self, closure=None):
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.add_(p.grad, alpha=-float(group["lr"]))
+    mp.setattr(torch.optim.Adam, "step", plain)
+
+
+@pytest.mark.claim("DS-12")
+def test_input_scales_differ_by_more_than_150(concrete, claim):
+    coarse = float(concrete.column("coarse_agg").mean())
+    sp = float(concrete.column("superplasticizer").mean())
+    claim.check('coarse aggregate mean', coarse, unit='kg/m^3')
+    claim.check('superplasticizer mean', sp, unit='kg/m^3')
+    claim.check('ratio', coarse / sp)
+
+
+@control("DS-12", what="superplasticizer is recorded in g/m^3 instead of kg/m^3 (a thousand "
+                       "times larger)")
+def superplasticizer_in_grams(mp):
+    def grams(v):
+        v[:, 4] = v[:, 4] * 1000
+        return v
+    read_as(mp, grams)
+
+
+@pytest.mark.xdist_group("concrete-experiments")
+@pytest.mark.claim("STORY-12")
+@pytest.mark.parametrize("lr", experiments.RAW_SGD_LRS, ids=lambda lr: f"lr{lr:g}")
+def test_sgd_on_raw_inputs_gives_nan_within_the_first_epoch(claim, sgd, lr):
+    raw, scaled = sgd["raw", lr, 0], sgd["lr", lr, 0]
+    claim.check('first non-finite epoch', raw.first_nonfinite_epoch)
+    claim.record("training loss, first epoch", raw.train_loss[0])
+    claim.record("same lr, scaled inputs", scaled.rmse, unit="MPa")
+    if lr == 1e-3:
+        claim.record("SGD raw curve", curve(raw))
+        claim.record("SGD scaled curve", curve(scaled), unit="MPa")
+    # the first epoch's own training loss is already not finite
+    assert raw.first_nonfinite_epoch == 1 and not math.isfinite(raw.train_loss[0])
+    # contrast: the same SGD at the same lr on scaled inputs stays finite
+    assert math.isfinite(scaled.rmse) and scaled.nonfinite_epochs == 0
+
+
+@control("STORY-12", "STORY-13", "ADAM-13", scope="process",
+         what="torch's SGD clips every step's gradient to norm 1 before it steps, so on raw "
+              "inputs it no longer blows up to NaN")
+def sgd_clips_its_gradients(mp):
+    # process scope: the SGD runs come from the shared experiments (a module fixture)
+    real = torch.optim.SGD.step
+
+    def clipped(self, *args, **kwargs):
+        for group in self.param_groups:
+            torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
+        return real(self, *args, **kwargs)
+    mp.setattr(torch.optim.SGD, "step", clipped)
+
+
+@pytest.mark.xdist_group("concrete-experiments")
+@pytest.mark.claim("STORY-13")
+def test_adam_absorbs_the_scaling_problem_but_cannot_undo_it(claim, runs, sgd):
+    raw, fixed, sgd_raw = runs["raw"], runs["fixed"], sgd["raw", 1e-3, 0]
+    claim.record("Adam raw", raw.rmse, unit="MPa")
+    claim.record("Adam scaled", fixed.rmse, unit="MPa")
+    claim.record("SGD raw (same lr 1e-3)", sgd_raw.rmse, unit="MPa")
+    # absorbs: finite where SGD exploded; cannot undo: clearly worse than scaled
+    assert math.isfinite(raw.rmse) and not math.isfinite(sgd_raw.rmse)
+    assert raw.rmse > 1.1 * fixed.rmse
+
+
+@pytest.mark.xdist_group("concrete-experiments")
+@pytest.mark.claim("STORY-14")
+def test_scaler_fitted_on_training_rows_lets_adam_reach_5_5(concrete, claim, runs):
+    fixed, raw = runs["fixed"], runs["raw"]
+    claim.check('Adam, scaled on the training rows', fixed.rmse, unit='MPa')
+    # the protocol's scaler sees only the training rows: its mean is the training mean
+    train_idx, val_idx = lecture_split(0)
+    p = prepare(concrete, train_idx, val_idx)
+    claim.record("largest |mean| of the scaled training columns", float(np.abs(p.X_train.mean(0)).max()))
+    assert np.allclose(p.X_train.mean(0), 0, atol=1e-5)
+    assert not np.allclose(p.X_val.mean(0), 0, atol=1e-3)  # validation is only transformed
+    assert 5.0 <= fixed.rmse <= 6.0 and fixed.rmse < raw.rmse

@@ -1,0 +1,95 @@
+"""Perturbations several negative controls (``@control`` functions) build on their MonkeyPatch:
+an optimizer's defaults (:func:`with_defaults`, ADAM-*) or the gradient its step reads
+(:func:`step_on`, LOOP-10, LOOP-14), the concrete table read through a change (:func:`read_as`,
+DS-*), Python floats' default dtype (:func:`python_floats_become`, DTYPE-*), JAX traced again
+under a control (:func:`retraced`, AD-*) or made to wait (:func:`waiting`, AD-09).
+"""
+from __future__ import annotations
+
+import inspect
+import time
+
+from support.lab import data
+
+
+# ----------------------------------------------------------------------------- defaults
+def with_defaults(mp, fn, **new):
+    """``fn`` (a function or an __init__) declaring other defaults: as called, and as
+    inspect.signature reads them."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in params][len(params) - len(fn.__defaults__):]
+    mp.setattr(fn, "__defaults__", tuple(new.pop(n, d) for n, d in zip(names, fn.__defaults__)))
+    if new:
+        mp.setattr(fn, "__kwdefaults__", {**(fn.__kwdefaults__ or {}), **new})
+
+
+# ----------------------------------------------------------------------------- JAX
+class JaxCaches:
+    """An attribute whose every assignment clears JAX's caches. A control sets it first, so
+    that functions jitted before it are traced again with its perturbation, and its undoing
+    restores it last, so that functions jitted under the control do not keep the
+    perturbation afterwards (a test-scope control is undone, the process goes on)."""
+
+    state = "as imported"
+
+    def __setattr__(self, name, value):
+        import jax
+        jax.clear_caches()
+        object.__setattr__(self, name, value)
+
+
+JAX_CACHES = JaxCaches()
+
+
+def retraced(mp) -> None:
+    mp.setattr(JAX_CACHES, "state", "under a control")
+
+
+def waiting(x, seconds: float):
+    """``x`` passed through a host callback that sleeps ``seconds`` whenever the compiled
+    program computing it runs (a sleep, not work: it stays the same on a busy machine)."""
+    # imported here, as in JaxCaches: the torch-only controls that import this module load no JAX
+    import jax
+    import jax.numpy as jnp
+
+    def wait(v):
+        time.sleep(seconds)
+        return v
+    return jax.pure_callback(wait, jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), x)
+
+
+# ----------------------------------------------------------------------------- torch and the data
+def python_floats_become(real, dtype):
+    """``real`` (torch.tensor, np.array) giving a bare Python float ``dtype`` by default."""
+    def make(data, *args, dtype=None, _real=real, _default=dtype, **kwargs):
+        if dtype is None and isinstance(data, float):
+            dtype = _default
+        return _real(data, *args, dtype=dtype, **kwargs)
+    return make
+
+
+def read_as(mp, change):
+    """For the test, every concrete table reads as ``change(values)`` (a copy of its values):
+    its columns, target, length and mix ids follow."""
+    tables, ids = {}, data.Concrete.__dict__["mix_ids"].func
+
+    def values(table):
+        if id(table) not in tables:
+            tables[id(table)] = change(table.__dict__["values"].copy())
+        return tables[id(table)]
+    mp.setattr(data.Concrete, "values", property(values), raising=False)
+    mp.setattr(data.Concrete, "mix_ids", property(ids))
+
+
+def step_on(mp, optimizer: type, change):
+    """``optimizer``'s step, applied to ``change(grad)`` in place of each parameter's .grad."""
+    real = optimizer.step
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = change(p.grad)
+        return real(self, closure)
+    mp.setattr(optimizer, "step", step)
