@@ -24,6 +24,7 @@ from hypothesis import given
 from support.harness.controls import control
 from support.lab import toy
 from support.lab.jaxutil import x64
+from support.lab.perturb import waiting
 from support.lab.properties import (
     EPS64,
     check_rounding,
@@ -88,10 +89,10 @@ def backward_pays_a_tenth_of_a_second(mp):
     def value_and_grad(fun, *args, **kwargs):
         vg = real_vg(fun, *args, **kwargs)
 
-        def waiting(*a, **k):
+        def delayed(*a, **k):
             value, g = vg(*a, **k)
             return waiting(value, 0.1), g
-        return waiting
+        return delayed
     mp.setattr(torch.autograd, "grad", grad)
     mp.setattr(jax, "value_and_grad", value_and_grad)
 
