@@ -17,7 +17,7 @@ pytest_plugins = ["support.harness.plugin", "support.harness.device_options",
 #             command, .ci/run and `python -m support stability` all run it, so CI meets the
 #             examples a user's run meets. A failure found is kept in .hypothesis/ and
 #             replayed first by the next run on the same checkout.
-#   thorough  release checks: 1,000 examples per property (README, "Release checks").
+#   thorough  the release checks of support/README.md: 1,000 examples per property.
 #   ci        derandomized: the same examples on every run and machine (to reproduce a run,
 #             or to compare environments example for example; tox's envs use it).
 # Examples that once broke a property are pinned with @example in the test. A property that

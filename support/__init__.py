@@ -1,21 +1,9 @@
 """Support library for the Lecture 11 executable specification.
 
-Six wings, each a package whose ``__init__`` says what it holds; imports run one way, from
-the top of this list down, never back up (support/tests/test_layout.py checks it):
-
-* ``harness``: the pytest plugins and the run's state (plugin, session, recorder, device
-  options, timing lock, scheduler), the stability and GPU runners;
-* ``notes``: the notes themselves: locating sentences, pinning, the annotated pages, errata;
-* ``reports``: one run's report, runs as data, diff, matrix, page renderers, the figures;
-* ``lab``: what claims measure with: the data, the PyTorch and JAX loops, batched training,
-  the stories and shared experiments, the result cache, small models;
-* ``rules``: the rules each claim is judged by: the registry (read from the section files
-  beside the claim tests), expectations, verdicts, tolerances, error models, what the test
-  sources say, number formatting, and the scaffold of a new claim;
-* ``machine``: the machine a run measures on: environment probes, the fingerprint, devices,
-  the timing method, memory readings, file locks.
-
-``paths`` (where things are) sits below them all; ``cli`` (``python -m support``) above.
+It is built in wings, each a package whose ``__init__`` says what it holds;
+support/README.md lists the wings and what each holds. Imports run one way, from the top wing
+down, never back up (support/tests/test_layout.py checks it); ``paths`` (where things are)
+sits below every wing, ``cli`` (``python -m support``) above them.
 """
 from support.paths import CLAIMS as _CLAIMS
 

@@ -247,7 +247,8 @@ def arguments(command: str, parser) -> None:
                         help="seconds for the process-scope controls (each a session of its "
                              "own): those that do not fit are left for a later run, starting "
                              "elsewhere in the list each commit (recorded); default: all")
-    parser.add_argument("--workers", default="2", help="pytest-xdist workers, -n (default 2)")
+    parser.add_argument("--workers", default="auto", help="pytest-xdist workers, -n (default "
+                        "auto: every core up to four, as the test command)")
     parser.add_argument("--report", type=Path, default=REPORTS / "claims.json",
                         help="the claims report to mark controlled/uncontrolled and take the "
                              "verdicts without controls from (default reports/claims.json)")

@@ -304,7 +304,8 @@ def _common(data: str | None, limit: float) -> list[str]:
     """The pytest command every step extends."""
     # -c pins the ini (and so the rootdir and the plugins) whatever the other paths are;
     # option values are joined with "=" so pytest never mistakes them for test paths
-    cmd = PYTEST + ["-c", str(ROOT / "pyproject.toml"), "claims", "-q"]
+    # one process: the GPU tier's device timings and the benchmarks take the card alone
+    cmd = PYTEST + ["-c", str(ROOT / "pyproject.toml"), "claims", "-q", "--numprocesses=0"]
     if importlib.util.find_spec("pytest_timeout") is not None:
         cmd.append(f"--timeout={int(max(1, min(TEST_TIMEOUT_S, limit)))}")
     return cmd + ([f"--concrete-data={data}"] if data else [])

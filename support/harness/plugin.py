@@ -68,7 +68,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "claim(id, ...): the catalogue ID(s) this test verifies")
     # tests that share the cached concrete experiments group on one xdist worker; the mark
-    # must also be known when the run has no xdist (-p no:xdist, --strict-markers)
+    # must also be known when the run has no xdist (-n 0 or -p no:xdist, --strict-markers)
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with its group")
     for tier in reg.TIERS:
         config.addinivalue_line("markers", f"{tier}: tier {tier} (set from the registry)")
@@ -161,7 +161,7 @@ def _benchmarks_off(config) -> str:
         return "benchmarks are disabled (--benchmark-disable)"
     if config.getoption("dist", "no") != "no" or os.environ.get("PYTEST_XDIST_WORKER"):
         return ("pytest-benchmark turns itself off under xdist (-n); run the bench tier in one "
-                "process: python -m pytest --tier bench -p no:xdist")
+                "process: python -m pytest --tier bench -n 0")
     return ""
 
 

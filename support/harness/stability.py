@@ -2,12 +2,12 @@
 
     python -m support stability --runs 10 --concrete-data=../shared/data/concrete
 
-Each run is a fresh ``python -m pytest -n 2 --fresh ...`` (the README's test command; any
+Each run is a fresh ``python -m pytest -n auto --fresh ...`` (the README's test command; any
 option this command does not know, such as ``--concrete-data=...`` or ``--tier fast``, goes
 to pytest) with the default Hypothesis profile (``dev``: new examples every run) and the
 tests in a new random order (pytest-random-order: modules shuffled, and the tests within each
 module; the seed is printed, so a run can be repeated with ``--random-order-seed=SEED``).
-With ``-n 2`` the shuffled order also splits the tests differently over the two workers.
+Under xdist the shuffled order also splits the tests differently over the workers.
 
 It prints, per run, whether it was green (pytest's exit status 0), its wall time and its
 verdict counts; then every claim whose verdict changed between runs (per variant), and every
@@ -46,7 +46,8 @@ def _options(p) -> None:
     """Run the README's test command N times (fresh, shuffled, exploring Hypothesis profile)
     and report verdicts that changed and runs that went red."""
     p.add_argument("--runs", type=int, default=10, help="how many runs (default 10)")
-    p.add_argument("--workers", default="2", help="pytest-xdist workers, -n (default 2)")
+    p.add_argument("--workers", default="auto", help="pytest-xdist workers, -n (default auto: "
+                   "every core up to four, as the test command)")
     p.add_argument("--order", default="module", choices=("module", "package", "global", "none"),
                    help="what pytest-random-order shuffles (default module: the modules, and "
                         "the tests within each; none keeps the file order)")

@@ -35,7 +35,7 @@ difference is measured instead: one rounding, about 1e-7 relative, which a few h
 carry to 1e-5 MPa and which grows over the protocol's budgets the way two trajectories part
 (per network up to 0.15 MPa of RMSE at 400 epochs, while a 25-run mean moves by thousandths
 of an MPa). ``support/tests/test_batched.py`` bounds it per job against the same networks
-trained by :func:`train` (README, "The batched networks"). Not covered here: the
+trained by :func:`train` (support/README.md, "The batched networks"). Not covered here: the
 unshaped-target story (``target_2d=False``), the gradient-norm probe and ``max_steps``;
 those single runs use :func:`train`.
 """

@@ -10,7 +10,7 @@ What remains its own is how the networks are stacked: these tests check that
 * every job of ``support.lab.experiments``, its own networks on a short budget, gives
   ``train()``'s numbers within the rounding of a batched product, and says how far apart
   the two are (``-rP`` prints it); ``test_every_job_at_its_full_budget`` does the same at
-  the protocol's budgets, which is the measured reference of the README;
+  the protocol's budgets, whose measured figures are kept in claims/history/README.md;
 * a network does not depend on its batch mates beyond that rounding.
 
 The two long checks (minutes) run with ``LECTURE11_LONG_CHECKS=1``; otherwise they are skipped
@@ -42,13 +42,14 @@ long_check = pytest.mark.skipif(
 SHORT_EPOCHS = 2
 # At the protocol's budgets (120 to 400 epochs) a last-bit difference grows the way two
 # trajectories part: single networks move by up to 0.2 MPa of RMSE and a few MPa of one
-# prediction, while the means the claims read move by thousandths (README, "The batched
-# networks", has the figures per job). Per job, the bounds on the largest |d RMSE| (final
-# and per epoch) and |d prediction| are about twice those measured; sgd's lr-1.0 runs
-# diverge to 90-1,235 MPa, where the parting moves a curve by several MPa. The mean d RMSE
-# of the networks that converge (under 50 MPa) must stay under MEAN_BOUND_MPA, half the
-# tolerance of a 25-run mean (mpa:mean, 0.05); a batch out of place or a step skipped moves
-# single networks by the seed-to-seed spread (0.65 MPa) and fails these bounds.
+# prediction, while the means the claims read move by thousandths (claims/history/README.md,
+# "Measured on this suite's machines", has the figures per job). Per job, the bounds on the
+# largest |d RMSE| (final and per epoch) and |d prediction| are about twice those measured;
+# sgd's lr-1.0 runs diverge to 90-1,235 MPa, where the parting moves a curve by several MPa.
+# The mean d RMSE of the networks that converge (under 50 MPa) must stay under
+# MEAN_BOUND_MPA, half the tolerance of a 25-run mean (mpa:mean, 0.05); a batch out of place
+# or a step skipped moves single networks by the seed-to-seed spread (0.65 MPa) and fails
+# these bounds.
 FULL_BOUND_MPA = {"adam": (0.05, 1.0), "sgd": (10.0, 2.0), "leak": (0.15, 4.0),
                   "tvn-group": (0.4, 10.0), "tvn-kfold": (0.4, 10.0)}
 MEAN_BOUND_MPA = 0.025
@@ -176,12 +177,12 @@ def test_a_patched_adam_moves_the_batched_claims(concrete, pytestconfig, tmp_pat
     comparison of the batched path with train() still passes and says how far apart they
     are: both step with torch's Adam, patched or not. (Dropping Adam's bias corrections
     moves SPLIT-04 and LOOP-13 but not SPLIT-01: they shape the first few hundred steps,
-    and 400 epochs wash that out of the KFold mean; README, "The batched networks".)"""
+    and 400 epochs wash that out of the KFold mean; support/README.md, "The batched
+    networks".)"""
     env = dict(os.environ, ADAM_CONTROL="no-momentum", LECTURE11_WORKERS="1",
                LECTURE11_CACHE=str(tmp_path / "cache"))
     env.pop("PYTEST_XDIST_WORKER", None)
-    base = [sys.executable, "-m", "pytest", "-p", "support.tests.patched_adam",
-            "-q"]
+    base = [sys.executable, "-m", "pytest", "-p", "support.tests.patched_adam", "-q", "-n", "0"]
     named = pytestconfig.getoption("--concrete-data")
     data = [f"--concrete-data={os.path.abspath(named)}"] if named else []
     claims = subprocess.run(

@@ -136,7 +136,7 @@ def test_new_claim_writes_an_entry_and_a_passing_stub_in_sentence_order(tmp_path
     module = (suite / "claims/lecture/test_08_pytorch_records_a_tape.py").read_text()
     assert module.index('claim("TAPE-99")') < module.index(f'claim("{ids[at + 1]}")')
     assert 'control("TAPE-99"' in module
-    run = subprocess.run([sys.executable, "-m", "pytest", "--claim", "TAPE-99", "-q", "-p",
+    run = subprocess.run([sys.executable, "-m", "pytest", "--claim", "TAPE-99", "-q", "-n", "0", "-p",
                           "no:randomly", f"--claims-report={tmp_path / 'report'}"],
                          cwd=suite, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and "1 skipped" in run.stdout, run.stdout[-3000:]

@@ -203,7 +203,7 @@ def _pytest(tmp_path, *args, **env_extra) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("CONCRETE_DATA", "PYTEST_XDIST_WORKER")}
     env["LECTURE11_CACHE"] = str(tmp_path / "cache")
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs",
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0",
                            f"--claims-report={tmp_path / 'report'}", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 

@@ -538,7 +538,7 @@ def test_the_run_lists_claims_whose_sentence_changed_in_the_notes(suite, pyteste
 
 
 def test_the_whole_suite_collects_without_xdist(pytester, monkeypatch):
-    """-p no:xdist runs the suite in one process (the bench tier needs that): every module
+    """-n 0 runs the suite in one process (the bench tier needs that): every module
     collects, and no xdist-only hook or mark breaks it. (In this process: the modules are
     imported already, so collecting them again costs little.)"""
     from pathlib import Path
@@ -547,7 +547,7 @@ def test_the_whole_suite_collects_without_xdist(pytester, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     root = Path(__file__).resolve().parents[2]
     res = pytester.runpytest_inprocess(
-        "-p", "no:xdist", "--collect-only", "-q", "--tier", "fast,slow,gpu,bench",
+        "-n", "0", "--collect-only", "-q", "--tier", "fast,slow,gpu,bench",
         "-p", "no:randomly", "-p", "no:cacheprovider", "--rootdir", str(root),
         "-c", str(root / "pyproject.toml"), "--claims-report", str(pytester.path / "out"),
         str(root))
@@ -766,3 +766,24 @@ def test_two_timing_tests_of_one_module_run_under_n(suite):
             claim.record("x", 1)
     """, "", "-n", "2", "-p", "xdist", "-p", "support.harness.timing_lock")
     result.assert_outcomes(passed=2)
+
+
+def test_last_failed_reruns_only_what_failed(pytester, monkeypatch):
+    """The project's addopts leave pytest's cache on, so `python -m pytest --lf` after a
+    failing run reruns the failures alone (under xdist too, as the addopts run)."""
+    from pathlib import Path
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    root = Path(__file__).resolve().parents[2]
+    addopts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"][
+        "ini_options"]["addopts"]
+    assert "cacheprovider" not in addopts and "-n auto" in addopts
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makeini("[pytest]\naddopts = -n 2 -p xdist\n")
+    pytester.makepyfile(test_two="def test_holds():\n    pass\n\n\n"
+                                 "def test_fails():\n    assert False\n")
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    again = pytester.runpytest("--lf")
+    again.assert_outcomes(failed=1)            # test_holds is not run again

@@ -45,7 +45,8 @@ def test_data_parallel_claims_are_not_applicable_where_process_groups_do_not_run
         "from support.lab import distributed\n"
         "distributed.unsupported_reason = lambda: 'Windows: no process groups here (simulated)'\n")
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "as_on_windows", f"--claims-report={tmp_path}",
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "as_on_windows",
+         f"--claims-report={tmp_path}",
          "claims/sheet/test_01_key_ideas_10_data_parallel_training.py"], cwd=ROOT,
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert out.returncode == 0, out.stdout + out.stderr

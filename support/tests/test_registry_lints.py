@@ -303,13 +303,6 @@ def test_the_one_command_line_lists_and_runs_every_command(capsys):
     assert cli.main(["no-such-command"]) == 2
 
 
-def test_the_readme_lists_every_command():
-    from support import cli
-    text = (ROOT / "README.md").read_text()
-    for name, (_, what) in cli.COMMANDS.items():
-        assert f"| `{name}` | {what} |" in text, name
-
-
 def test_every_measurement_a_figure_draws_is_recorded_by_a_test():
     """support/reports/figures.py declares what it draws (DRAWN); a measurement renamed in a test
     would otherwise turn its panel into "not measured" without anyone noticing."""

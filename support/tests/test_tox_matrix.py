@@ -228,3 +228,68 @@ def test_the_ci_workflow_passes_actionlint():
     out = subprocess.run([exe, "-no-color", str(WORKFLOW)], capture_output=True, text=True,
                          timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _workflow() -> dict:
+    import yaml
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def test_tox_and_the_workflow_run_the_harness_tests():
+    """support/tests (the registry lints, the layout test, ...) run on hosted CI too: a tox
+    env of their own, and a workflow job that runs it with the browser test's Chromium."""
+    cp = _tox()
+    env = cp["testenv:harness"]
+    assert "python -m pytest support/tests" in env["commands"] and "test" in env["extras"]
+    job = _workflow()["jobs"]["harness"]
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert any("tox -e harness" in r for r in runs) and any("chromium" in r for r in runs)
+
+
+def test_the_gpu_job_runs_the_gpu_tier_only_where_a_cuda_runner_is_registered():
+    """The lecturer's GPU box: a self-hosted runner labelled cuda, on manual dispatch and the
+    weekly schedule, skipped where the repository says no such runner exists (a job whose
+    labels no runner has would wait for one forever), uploading the gpu-run folder."""
+    wf = _workflow()
+    on = wf.get("on", wf.get(True))          # YAML 1.1 reads the bare key `on` as True
+    assert "schedule" in on and "workflow_dispatch" in on
+    job = wf["jobs"]["gpu"]
+    assert {"self-hosted", "cuda"} <= set(job["runs-on"])
+    cond = job["if"]
+    assert "vars.CUDA_RUNNER == 'true'" in cond
+    assert "'workflow_dispatch'" in cond and "'schedule'" in cond and "'push'" not in cond
+    run = next(s["run"] for s in job["steps"] if "gpu-run" in s.get("run", ""))
+    folder = re.search(r"-m support gpu-run --out (\S+)", run)[1]
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["with"]["path"].rstrip("/") == folder.rstrip("/")
+
+
+# import name -> the distribution that provides it, where the two differ
+_DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "pyyaml", "xdist": "pytest-xdist",
+                  "random_order": "pytest-random-order", "latex2mathml": "latex2mathml"}
+
+
+def test_every_package_the_suite_imports_is_declared():
+    """An import of support/, claims/ or conftest.py is the standard library's, the suite's
+    own, or a distribution pyproject.toml declares (a dependency or an extra)."""
+    import ast
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {re.match(r"[A-Za-z0-9_.\-]+", d)[0].lower()
+                for d in project["dependencies"]
+                + [d for ds in project["optional-dependencies"].values() for d in ds]}
+    paths = [*ROOT.joinpath("support").rglob("*.py"), *ROOT.joinpath("claims").rglob("*.py"),
+             ROOT / "conftest.py"]
+    missing = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level
+                     and node.module else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("support", "claims", "__future__"):
+                    continue
+                dist = _DISTRIBUTIONS.get(top, top).lower()
+                if dist not in declared:
+                    missing.add(f"{top} ({path.relative_to(ROOT)})")
+    assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"

@@ -41,7 +41,8 @@ def _outcomes(pytester, order, name):
     """Run ``order`` (node ids, kept in command-line order) in a nested pytest session in this
     process, whose JAX state the outer session has already touched."""
     res = pytester.runpytest_inprocess(
-        *[str(ROOT / n) for n in order], "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+        *[str(ROOT / n) for n in order], "-q", "-n", "0", "-p", "no:cacheprovider",
+        "--rootdir", str(ROOT),
         "-c", str(ROOT / "pyproject.toml"), "--claims-report", str(pytester.path / name))
     return res, res.parseoutcomes()
 
