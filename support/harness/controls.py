@@ -15,7 +15,10 @@ assertions, the recorder, the tolerance table or the expectations::
         mp.setattr(torch.Tensor, "backward", overwrite)
 
 The function receives a ``pytest.MonkeyPatch``; whatever it patches is undone when the test
-ends. ``scope="test"`` (the default) applies it around each test of the claim (its
+ends. A **positive control** (``expect="holds"``) is the other way round: a perturbation under
+which a sentence the suite finds false (a known fails or drift) becomes true, which must turn
+the claim's verdict to holds, so that a "fails" is shown to be a finding of the test and not a
+test that cannot pass. ``scope="test"`` (the default) applies it around each test of the claim (its
 function-scoped fixtures included); ``scope="process"`` applies it once, before any test of
 a fresh session, in processes of their own with a fresh result cache: for claims whose
 figures come from shared results (the concrete experiments, a session fixture), worker
@@ -28,6 +31,9 @@ reports per control and claim what the verdict became (:func:`outcome`):
 * **red**: the claim fails, or drifts on a figure the control names: the test sees it;
 * **survived**: the claim still holds (or is partial, or inconclusive): the test cannot see
   what its sentence is about, a defect of the test to fix, never an entry to silence;
+* **green** (a positive control): the claim holds under it, as declared;
+* **stayed red** (a positive control): it still fails or drifts: the test cannot tell the
+  sentence made true from the sentence as printed;
 * **broken**: the test errored: a crash proves nothing;
 * **undecided**: a timing claim came out inconclusive under the control: its trials were
   too disturbed by other work to decide either way (a busy machine), which shows neither
@@ -36,9 +42,9 @@ reports per control and claim what the verdict became (:func:`outcome`):
 * **not run**: the claim's tests did not run here (no GPU), listed, not counted.
 
 The run writes ``controls.json`` (default ``reports/controls/``); a claims report written
-beside it (``reports/``) marks each claim *controlled* (a control of it turned it red in that
-run) or *uncontrolled*, with the reason the registry gives (``control_reason``) where no
-control is possible.
+beside it (``reports/``) marks each claim *controlled* (every control of it that ran behaved
+as declared: red, or green for a positive control) or not, and lists each control's outcome,
+with the reason the registry gives (``control_reason``) where no control is possible.
 """
 from __future__ import annotations
 
@@ -46,7 +52,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 SCOPES = ("test", "process")
-OUTCOMES = ("red", "survived", "broken", "undecided", "not run")
+# what a control declares its claim becomes: red (a negative control), holds (a positive one)
+EXPECTS = ("red", "holds")
+OUTCOMES = ("red", "green", "survived", "stayed red", "broken", "undecided", "not run")
+# the outcomes that are what the control declared
+AS_DECLARED = ("red", "green")
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ class Control:
     scope: str = "test"
     moves: tuple[str, ...] = ()
     module: str = ""
+    expect: str = "red"
 
 
 # every control of the suite, by name (the names are unique across the suite)
@@ -65,18 +76,22 @@ CONTROLS: dict[str, Control] = {}
 
 
 def control(*claims: str, what: str, scope: str = "test", moves: tuple[str, ...] = (),
-            name: str | None = None):
-    """Register the decorated function as a control of ``claims`` (see the module doc)."""
+            name: str | None = None, expect: str = "red"):
+    """Register the decorated function as a control of ``claims`` (see the module doc):
+    ``expect="red"`` (a negative control) or ``"holds"`` (a positive one)."""
     if not claims:
         raise ValueError("a control names the claim(s) it turns red")
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
+    if expect not in EXPECTS:
+        raise ValueError(f"expect must be one of {EXPECTS}, not {expect!r}")
     if not what or not what.strip():
         raise ValueError("a control says in words what it perturbs (what=...)")
 
     def register(fn):
         key = name or fn.__name__.strip("_").replace("_", "-")
-        c = Control(key, tuple(claims), what.strip(), fn, scope, tuple(moves), fn.__module__)
+        c = Control(key, tuple(claims), what.strip(), fn, scope, tuple(moves), fn.__module__,
+                    expect)
         old = CONTROLS.get(key)
         if old is not None and (old.module, old.claims) != (c.module, c.claims):
             raise ValueError(f"two controls are named {key!r} ({old.module}, {c.module})")
@@ -107,6 +122,8 @@ def outcome(control: Control, claim: str, variants: list[dict], timing: bool = F
     errors = [v for v in ran if v["verdict"] == "error"]
     if errors:
         return "broken", _first(errors)
+    if control.expect == "holds":
+        return _positive(ran, timing)
     failed = [v for v in ran if v["verdict"] == "fails"]
     if failed:
         return "red", _first(failed)
@@ -123,6 +140,18 @@ def outcome(control: Control, claim: str, variants: list[dict], timing: bool = F
                              "trials): " + _first(undecided))
     return "survived", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}"
                                  for v in ran)
+
+
+def _positive(ran: list[dict], timing: bool) -> tuple[str, str]:
+    """A positive control's outcome: green when every variant that ran holds."""
+    off = [v for v in ran if v["verdict"] in ("fails", "drift")]
+    if off:
+        return "stayed red", _first(off)
+    undecided = [v for v in ran if v["verdict"] == "inconclusive"]
+    if undecided:
+        return ("undecided" if timing else "stayed red"), ("inconclusive under the control: "
+                                                           + _first(undecided))
+    return "green", "; ".join(f"{v.get('variant') or 'test'}: holds" for v in ran)
 
 
 def _drifting(variant: dict) -> list[str]:
@@ -191,8 +220,8 @@ def _evaluate(c: Control, report: dict, seconds: float, how: str, registry: dict
             res, evidence = "broken", f"the {how} session wrote no claims report (see the log)"
         results[cid] = {"outcome": res, "evidence": evidence[:600]}
     return {"name": c.name, "what": c.what, "scope": c.scope, "module": c.module,
-            "claims": list(c.claims), "moves": list(c.moves), "seconds": round(seconds, 1),
-            "run": how, "results": results}
+            "claims": list(c.claims), "moves": list(c.moves), "expect": c.expect,
+            "seconds": round(seconds, 1), "run": how, "results": results}
 
 
 def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> dict:
@@ -204,17 +233,21 @@ def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> di
             continue
         mine = [c for c in controls if cid in c["results"]]
         seen = [c["results"][cid]["outcome"] for c in mine]
-        if "red" in seen:
+        # controlled only when every control that ran did what it declared
+        if "survived" in seen or "stayed red" in seen:
+            state = "survived"
+        elif "broken" in seen:
+            state = "broken"
+        elif any(o in AS_DECLARED for o in seen):
             state = "controlled"
-        elif "survived" in seen or "broken" in seen:
-            state = "survived" if "survived" in seen else "broken"
         elif "undecided" in seen:
             state = "undecided"
         elif seen:
             state = "not run"
         else:
             state = "uncontrolled"
-        entry = {"state": state, "controls": [c["name"] for c in mine]}
+        entry = {"state": state, "controls": [c["name"] for c in mine],
+                 "outcomes": {c["name"]: c["results"][cid]["outcome"] for c in mine}}
         if claim.control_reason:
             entry["reason"] = claim.control_reason
         if cid in verdicts:
@@ -322,7 +355,7 @@ def run(command: str, args) -> int:
     (args.out / "controls.json").write_text(json.dumps(data, indent=1))
     for r in results:
         for cid, res in r["results"].items():
-            if res["outcome"] != "red":
+            if res["outcome"] not in AS_DECLARED:
                 print(f"  {res['outcome'].upper():<9} {r['name']} -> {cid}: {res['evidence'][:300]}")
     states: dict[str, int] = {}
     for e in summary.values():
@@ -335,4 +368,5 @@ def run(command: str, args) -> int:
         from support.reports import report
         report.write(annotate(baseline, data), args.report.parent)
     print(f"controls: {args.out / 'controls.json'}")
-    return 0 if not (counts.get("survived") or counts.get("broken")) else 1
+    return 0 if not (counts.get("survived") or counts.get("stayed red")
+                     or counts.get("broken")) else 1

@@ -90,6 +90,15 @@ def shared_test_scope(mp):
          moves=("shared",))
 def shared_process_scope(mp):
     mp.setattr(me, "subject", lambda: 1.0)
+
+@control("XX-01", what="the subject returns two and a half: the sentence is false",
+         expect="holds")
+def positive_but_false(mp):
+    mp.setattr(me, "subject", lambda: 2.5)
+
+@control("XX-01", what="the subject returns two, as it does", expect="holds")
+def positive_and_true(mp):
+    mp.setattr(me, "subject", lambda: 2.0)
 '''
 
 
@@ -130,6 +139,28 @@ def test_a_control_that_turns_its_claim_red_is_counted_one_that_leaves_it_holdin
     assert got["drifts-named"]["XX-01"]["outcome"] == "red"
     assert got["drifts-unnamed"]["XX-01"]["outcome"] == "survived"
     assert "does not name" in got["drifts-unnamed"]["XX-01"]["evidence"]
+
+
+def test_a_positive_control_must_turn_its_claim_green(suite):
+    """A positive control (expect="holds") makes the sentence true: the claim must hold under
+    it (green); a claim that still fails or drifts under it stayed red."""
+    got = suite("--controls")
+    assert got["positive-and-true"]["XX-01"]["outcome"] == "green"
+    assert got["positive-but-false"]["XX-01"]["outcome"] == "stayed red"
+
+
+def test_a_claim_is_controlled_only_when_every_control_did_what_it_declared():
+    def result(name, outcome, expect="red"):
+        return {"name": name, "expect": expect, "results": {"XX-01": {"outcome": outcome}}}
+    registry = {"XX-01": type("C", (), {"kind": "a", "status": "testable",
+                                        "control_reason": ""})()}
+    red, green = result("a", "red"), result("p", "green", "holds")
+    assert ctl.summarise([red, green], registry, None)["XX-01"]["state"] == "controlled"
+    summary = ctl.summarise([red, result("b", "survived")], registry, None)["XX-01"]
+    assert summary["state"] == "survived"           # one red control is not enough
+    assert summary["outcomes"] == {"a": "red", "b": "survived"}
+    assert ctl.summarise([red, result("q", "stayed red", "holds")], registry,
+                         None)["XX-01"]["state"] == "survived"
 
 
 def test_a_test_scope_control_stays_out_of_shared_fixtures_a_process_control_reaches_them(suite):
