@@ -127,8 +127,13 @@ def variant_outcome(*, when: str, passed: bool, skipped: bool, skip_reason: str 
     # "drift" says the qualitative claim held: not while one of its bounds is undecided
     open_bounds = [n for n in by.get("undecided", []) if ms[n].get("decided_by") == "bound"]
     if open_bounds:
-        return Outcome("inconclusive", _describe(ms, open_bounds, "straddles"),
-                       tuple(open_bounds))
+        reason = _describe(ms, open_bounds, "straddles")
+        if by.get("outside"):
+            # the qualitative claim is undecided, but a stated figure that left its tolerance
+            # has moved all the same: said, never hidden behind the undecided comparison
+            reason += ("; meanwhile " + _describe(ms, by["outside"], "is outside")
+                       + " (a drift, once the comparison decides)")
+        return Outcome("inconclusive", reason, tuple(open_bounds))
     if by.get("outside"):
         return Outcome("drift", _describe(ms, by["outside"], "is outside"),
                        tuple(by["outside"]))

@@ -186,3 +186,14 @@ def test_halt_judges_the_example_not_the_running_worst():
         rec.check("share", 2.0, reduce="max", halt=True)
     assert rec.check("share", 0.5, reduce="max", halt=True) == 2.0   # no raise
     assert rec.measurements["share"]["outcome"] == "broken"
+
+
+def test_an_undecided_comparison_does_not_hide_a_figure_that_moved():
+    """SPLIT-05: the gain difference straddles its bound (inconclusive), while a printed
+    figure of the same test left its tolerance: the reason says so."""
+    ms = {"gain difference": {**fig("undecided", 0.18, "bound > 0", (-0.2, 0.6)),
+                              "decided_by": "bound"},
+          "HGB gain": fig("outside", 1.95, "stated 1.81")}
+    o = outcome(measurements=ms)
+    assert o.verdict == "inconclusive" and o.figures == ("gain difference",)
+    assert "HGB gain = 1.95 is outside stated 1.81" in o.reason
