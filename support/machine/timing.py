@@ -553,7 +553,7 @@ def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
             f"where most rounds were clean, else the interval widened by them)"
             if delayed else "")
     claim.check(name, est.value, interval=(lo, hi), timed=True,
-                note=f"{est.label} over {est.rounds} interleaved rounds; {est.level:.2%} "
+                note=f"{est.label} over {est.rounds} interleaved rounds; {est.level * 100:.4g}% "
                      f"{est.kind} [{lo:.3g}, {hi:.3g}]{load}")
     return est
 
