@@ -214,6 +214,26 @@ def adam_keeps_no_moments(mp):
     mp.setattr(torch.optim, "Adam", torch.optim.SGD)
 
 
+@control("TAPE-18", expect="holds",
+         what="nn.Sequential builds the notes' MLP twice as deep: each hidden Linear + ReLU is "
+              "followed by another of the same width (8-64-64-64-64-1, four hidden layers), "
+              "whose weights, Adam moments and saved activations a training step holds and a "
+              "no_grad forward does not: training then takes 3.0 times the memory of running")
+def sequential_doubles_the_hidden_layers(mp):
+    real = nn.Sequential.__init__
+
+    def __init__(self, *layers):
+        if layers and all(isinstance(m, nn.Module) for m in layers):
+            deeper = []
+            for before, layer in zip((None, *layers), layers):
+                deeper.append(layer)
+                if isinstance(layer, nn.ReLU) and isinstance(before, nn.Linear):
+                    deeper += [nn.Linear(before.out_features, before.out_features), nn.ReLU()]
+            layers = tuple(deeper)
+        real(self, *layers)
+    mp.setattr(nn.Sequential, "__init__", __init__)
+
+
 @pytest.mark.claim("TAPE-07")
 def test_backward_twice_holds_exactly_twice_the_gradient(claim):
     t = toy.draw()

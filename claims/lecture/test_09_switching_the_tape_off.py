@@ -465,6 +465,35 @@ def inference_mode_is_only_no_grad(mp):
     mp.setattr(torch, "inference_mode", torch.no_grad)
 
 
+class _AddSavingItsOperands(torch.autograd.Function):
+    """a + b recorded with both operands saved for backward, as mul saves its own."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad.sum_to_size(a.shape), grad.sum_to_size(b.shape)
+
+
+@control("TAPE-15", expect="holds",
+         what="autograd's add saves its operands for backward, as mul does: an inference tensor "
+              "added into a graph must then be saved, which torch refuses, so neither use takes "
+              "an inference_mode output back into a graph")
+def add_saves_its_operands(mp):
+    real = torch.Tensor.__add__
+
+    def add(self, other):
+        if (isinstance(other, torch.Tensor) and torch.is_grad_enabled()
+                and (self.requires_grad or other.requires_grad)):
+            return _AddSavingItsOperands.apply(self, other)
+        return real(self, other)
+    mp.setattr(torch.Tensor, "__add__", add)
+
+
 @pytest.mark.claim("TAPE-23")
 def test_inference_mode_is_slightly_faster_than_no_grad(claim, switches):
     with torch_threads(1):

@@ -143,6 +143,15 @@ def jit_and_make_jaxpr_run_on_values(mp):
     mp.setattr(jax, "make_jaxpr", lambda fun, *args, **kwargs: fun)
 
 
+@control("JIT-24", expect="holds",
+         what="jax.grad traces like jax.jit (the gradient function is staged out with abstract "
+              "tracers that carry no values), so a value-dependent Python if cannot be traced "
+              "under it either")
+def grad_traces_like_jit(mp):
+    real = jax.grad
+    mp.setattr(jax, "grad", lambda fun, *args, **kwargs: jax.jit(real(fun, *args, **kwargs)))
+
+
 @pytest.mark.claim("JIT-10")
 def test_the_gradient_program_has_sixteen_equations(claim, jaxprs):
     fwd, grad = jaxprs

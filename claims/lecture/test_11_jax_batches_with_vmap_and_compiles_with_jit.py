@@ -360,6 +360,24 @@ def jitted_calls_pay_a_third_of_a_second(mp):
     _jitted_calls_pay(mp, lambda n: 0.3)
 
 
+@control("JIT-18", scope="process", expect="holds",
+         what="lax.fori_loop called outside jit runs its body op by op in a Python loop (each "
+              "jnp call dispatched on its own, nothing compiled or fused), so the un-jitted "
+              "loop's gain from jit is what fusion removes, body defined once or not")
+def fori_loop_runs_op_by_op_outside_jit(mp):
+    real = lax.fori_loop
+
+    def fori_loop(lower, upper, body_fun, init_val, **kwargs):
+        if any(isinstance(a, jax.core.Tracer)
+               for a in jax.tree_util.tree_leaves((lower, upper, init_val))):
+            return real(lower, upper, body_fun, init_val, **kwargs)    # under jit: as is
+        val = init_val
+        for i in range(int(lower), int(upper)):
+            val = body_fun(i, val)
+        return val
+    mp.setattr(lax, "fori_loop", fori_loop)
+
+
 @pytest.mark.claim("JIT-18")
 def test_jit_gains_most_on_a_ten_step_loop(claim, jit_table):
     cmp = jit_table["fori_loop"]

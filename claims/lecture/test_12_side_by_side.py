@@ -110,6 +110,24 @@ def float64_requests_truncated_silently(mp):
         mp.setattr(jnp, name, quiet)
 
 
+@control("DTYPE-13", expect="holds",
+         what="jnp.asarray warns when it truncates a float64 input to float32 (x64 off), as an "
+              "explicit float64 request does, so every float64 request is truncated with a "
+              "warning")
+def asarray_warns_as_it_truncates_float64(mp):
+    real = jnp.asarray
+
+    def asarray(a, *args, **kwargs):
+        out = real(a, *args, **kwargs)
+        if getattr(a, "dtype", None) == np.float64 and out.dtype != np.float64:
+            warnings.warn(f"float64 input to asarray is not available, and was truncated to "
+                          f"dtype {out.dtype}. To enable more dtypes, set the jax_enable_x64 "
+                          "configuration option or the JAX_ENABLE_X64 shell environment "
+                          "variable.", UserWarning, stacklevel=2)
+        return out
+    mp.setattr(jnp, "asarray", asarray)
+
+
 @pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.claim("MODE-09")
 @pytest.mark.parametrize("api", ["linen", "nnx"])
@@ -166,6 +184,15 @@ def dropout_mask_keeps_everything(mp):
     import jax
     mp.setattr(jax.random, "bernoulli", lambda key, p=0.5, shape=None, **kwargs:
                jax.numpy.ones(shape if shape is not None else (), dtype=bool))
+
+
+@control("MODE-09", expect="holds",
+         what="flax.nnx.Module has no train() or eval() methods (as linen.Module has none), so "
+              "deterministic=True passed per call is the only switch in either API")
+def nnx_module_without_train_and_eval(mp):
+    from flax import nnx
+    for name in ("train", "eval"):
+        mp.delattr(nnx.Module, name)
 
 
 @pytest.mark.claim("RNG-05")

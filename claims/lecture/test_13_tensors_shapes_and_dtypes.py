@@ -185,6 +185,18 @@ def batch_axis_read_as_a_sequence(mp):
         mp.setattr(cls, "forward", forward)
 
 
+@control("SHAPE-03", expect="holds",
+         what="nn.LSTM, nn.GRU, nn.MultiheadAttention and nn.TransformerEncoderLayer default to "
+              "batch_first=True, so every built-in module takes its input batch first, (N, ...)")
+def sequence_modules_default_to_batch_first(mp):
+    for cls in (torch.nn.LSTM, torch.nn.GRU, torch.nn.MultiheadAttention,
+                torch.nn.TransformerEncoderLayer):
+        def __init__(self, *args, _real=cls.__init__, **kwargs):
+            kwargs.setdefault("batch_first", True)
+            _real(self, *args, **kwargs)
+        mp.setattr(cls, "__init__", __init__)
+
+
 @pytest.mark.claim("SHAPE-04")
 def test_a_batch_first_slice_is_one_contiguous_slab(claim):
     X = torch.randn(100, 3, 8, 8)

@@ -89,6 +89,22 @@ def float32_wins_over_float64(mp):
                    _real(*lower(self, other)))
 
 
+@control("DTYPE-03", expect="holds",
+         what="torch's type promotion decides by dtype alone, as NumPy 2 does for 0-d arrays "
+              "(NEP 50): a 0-dim float64 tensor raises a dimensioned float32 one to float64 in "
+              "+ and -, so float64 wins whatever the dimensions")
+def promotion_by_dtype_alone(mp):
+    def promoted(a, b):
+        if isinstance(b, torch.Tensor) and a.is_floating_point() and b.is_floating_point() \
+                and a.dtype != b.dtype:
+            wide = torch.promote_types(a.dtype, b.dtype)
+            return a.to(wide), b.to(wide)
+        return a, b
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__"):
+        mp.setattr(torch.Tensor, name, lambda self, other, _real=getattr(torch.Tensor, name):
+                   _real(*promoted(self, other)))
+
+
 @pytest.mark.claim("DTYPE-04")
 @pytest.mark.parametrize("how", ["dtype_argument", "double_tensor", "double_model",
                                  "set_default_dtype"])

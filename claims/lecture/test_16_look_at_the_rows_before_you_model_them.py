@@ -234,6 +234,18 @@ def odd_value_is_an_ordinary_repeat(mp):
     read_as(mp, ordinary)
 
 
+@control("DS-09", expect="holds",
+         what="the 4-row group's odd strength is 26 MPa below the other three (29.895819 "
+              "instead of 22.897498): averaged in as a ninth pair it triples the "
+              "repeatability estimate (3.0-fold; pooled, 3.3-fold)")
+def odd_value_26_mpa_low(mp):
+    def odd_26_low(v):
+        odd = np.flatnonzero(np.abs(v[:, 8] - 22.897498) < 1e-6)
+        v[odd, 8] = 55.895819 - 26.0
+        return v
+    read_as(mp, odd_26_low)
+
+
 @pytest.mark.claim("STORY-01")
 def test_mean_baseline_scores_17_9_and_the_working_net_5_5(concrete, claim, fresh):
     base = claim.check('baseline', baseline_rmse(concrete), unit='MPa')
@@ -267,3 +279,27 @@ def test_todays_group_kfold_gives_the_lecture_fold_0(concrete, claim, argsort):
     claim.check('GroupKFold fold-0 baseline', baseline_rmse(concrete, train_idx=train_idx, val_idx=val_idx), unit='MPa')
     claim.check('shared validation rows', len(set(val_idx) & set(lecture_val)))
     claim.check("today's fold 0 is the lecture's", sorted(val_idx.tolist()) == lecture_val.tolist())
+
+
+@control("STORY-17", expect="holds",
+         what="scikit-learn's GroupKFold orders the group sizes with NumPy's default, "
+              "unstable argsort (as before scikit-learn 1.9), and NumPy sorts them with its "
+              "generic introsort, as on the lecture's machine (small integers are never sent "
+              "to x86-simd-sort): today's fold 0 is the lecture's")
+def group_kfold_sorts_as_the_lecture_run(mp):
+    from sklearn.model_selection import _split
+    numpy = _split.np
+
+    class LegacySort:
+        """The module's NumPy, with argsort as the lecture's run called it."""
+
+        def __getattr__(self, name):
+            return getattr(numpy, name)
+
+        @staticmethod
+        def argsort(a, *args, kind=None, **kwargs):
+            a = numpy.asarray(a)
+            if a.ndim == 1 and a.dtype.kind in "iu" and a.size and 0 <= a.min() and a.max() < 128:
+                a = a.astype(numpy.int8)
+            return numpy.argsort(a, *args, **kwargs)
+    mp.setattr(_split, "np", LegacySort())

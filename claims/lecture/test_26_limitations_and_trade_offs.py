@@ -330,6 +330,25 @@ def tree_rounds_its_inputs(mp):
     mp.setattr(HGB, "predict", lambda self, X: predict(self, np.round(X)))
 
 
+@control("FW-11", expect="holds",
+         what="scikit-learn's HistGradientBoostingRegressor puts its split thresholds on "
+              "training values (the lower of two neighbouring values) instead of midway "
+              "between them: a rescaled value then rounds to the same side of the rescaled "
+              "threshold, so no prediction moves, in float32 either")
+def tree_thresholds_on_training_values(mp):
+    from sklearn.ensemble._hist_gradient_boosting import binning
+    real = binning._find_binning_thresholds
+
+    def on_training_values(col_data, max_bins, sample_weight=None):
+        thresholds = real(col_data, max_bins, sample_weight)
+        if len(thresholds) == 0:
+            return thresholds
+        values = np.unique(col_data[~np.isnan(col_data)]).astype(thresholds.dtype)
+        below = values[np.searchsorted(values, thresholds, side="right") - 1]
+        return np.unique(below)
+    mp.setattr(binning, "_find_binning_thresholds", on_training_values)
+
+
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("SPLIT-11")
 def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, tvn):
@@ -494,6 +513,30 @@ def steps_warn_of_their_gradient(mp):
     for name in ("round", "sign", "where", "heaviside", "argmax"):
         warning(jnp, name)
     warning(jax.random, "bernoulli")
+
+
+@control("AD-19", expect="holds",
+         what="torch.heaviside has a derivative, zero everywhere (as jnp.heaviside's and "
+              "torch.sign's): inside the toy network backward() hands back a silent zero "
+              "gradient for W and b instead of raising, so every framework and step does")
+def heaviside_has_a_zero_derivative(mp):
+    real = torch.heaviside
+
+    class Heaviside(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, input, values):
+            ctx.shapes = input.shape, values.shape
+            return real(input, values)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.new_zeros(ctx.shapes[0]), grad.new_zeros(ctx.shapes[1])
+
+    def heaviside(input, values, *, out=None):
+        if out is not None:
+            return real(input, values, out=out)
+        return Heaviside.apply(input, values)
+    mp.setattr(torch, "heaviside", heaviside)
 
 
 @pytest.mark.usefixtures("one_torch_thread")

@@ -97,6 +97,21 @@ def read_excel_falls_back_without_xlrd(mp):
     mp.setattr(pd, "read_excel", falling_back)
 
 
+@control("DS-13", expect="holds",
+         what="pandas.read_excel's default engine for an .xls is xlrd with no fallback to "
+              "calamine, as up to pandas 3.0: without xlrd the ImportError asks for xlrd")
+def read_excel_reads_xls_with_xlrd_only(mp):
+    pytest.importorskip("pandas")
+    from pandas.io.excel import _base, _util
+    real = _util.get_default_engine
+
+    def xlrd_for_xls(ext, mode="reader"):
+        if mode == "reader" and ext == "xls":
+            return "xlrd"
+        return real(ext, mode=mode)
+    mp.setattr(_base, "get_default_engine", xlrd_for_xls)
+
+
 @pytest.mark.timing
 @pytest.mark.claim("DEV-15")
 @devices.needs("cuda")

@@ -54,7 +54,7 @@ HEADER_FIELDS = {"document", "section", "part", "lines"}
 # a claim's entry; ``stated`` (the words the notes print) only where no figure holds them
 FIELDS = {"id", "source", "paraphrase", "stated", "kind", "tier", "version_note", "status",
           "reason", "applies", "meaning", "links", "figures", "requires", "fingerprint",
-          "control_reason", "module"}
+          "control_reason", "positive_reason", "module"}
 MODULE_FIELDS = {"path", "why"}
 # a figure's value read into a claim's prose (its ``meaning``), so that the words cannot
 # disagree with what decides: {bound:NAME} "> 1.5", {stated:NAME} "2.8", {band:NAME} the
@@ -91,6 +91,8 @@ class Claim:
     fingerprint: str = ""      # of its sentence in the notes (support/notes/locate.py)
     # why no negative control can make this claim's test fail (support/harness/controls.py)
     control_reason: str = ""
+    # why no perturbation can make this claim's false sentence true (no positive control)
+    positive_reason: str = ""
     # another module that holds a test of it: { path = "claims/...py", why = "..." }
     module: dict = field(default_factory=dict)
 

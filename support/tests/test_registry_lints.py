@@ -516,3 +516,21 @@ def test_a_known_failure_names_every_device_twin_of_its_figures(registry):
             missing += [f"{e.label()}: names {name!r} but not its twin {t!r}"
                         for t in sorted(twins & set(figures)) if t not in e.measurements]
     assert not missing, "\n  ".join(["known failures missing a device twin:"] + missing)
+
+
+def test_every_known_fails_or_drift_has_a_positive_control(registry):
+    """A "fails" proves something only if the same test could have said "holds": every claim
+    known to fail or drift here has a positive control (expect="holds": a perturbation under
+    which its sentence is true), or its entry says why none can exist (``positive_reason``).
+    Entries keyed to other versions than the installed ones do not apply here."""
+    from support.harness import controls
+    from support.rules.registry import version_mismatch
+    positive = {cid for c in controls.discover().values() if c.expect == "holds"
+                for cid in c.claims}
+    known = {e.id for e in load_expectations(registry=registry)
+             if e.verdict in ("fails", "drift") and version_mismatch(e.versions) is None}
+    missing = sorted(cid for cid in known - positive if not registry[cid].positive_reason)
+    assert not missing, f"known fails or drift with no positive control: {missing}"
+    for cid in known:
+        reason = registry[cid].positive_reason
+        assert not reason or len(reason.split()) >= 12, f"{cid}: say why in a sentence or two"

@@ -87,7 +87,6 @@ def test_x64_does_not_leak_between_tests_in_either_order(pytester, monkeypatch):
 
 def test_the_watch_sees_a_leak(pytester, monkeypatch):
     """Negative control of the test above: a claim that switched x64 on for good."""
-    import jax
     pytester.makepyfile(x64_leak="import jax\n\ndef pytest_runtest_teardown(item):\n"
                                  "    jax.config.update('jax_enable_x64', True)\n")
     try:
