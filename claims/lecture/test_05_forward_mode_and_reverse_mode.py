@@ -174,40 +174,6 @@ def jacfwd_pays_a_tenth_of_a_second(mp):
         lambda jac: lambda *a, **k: waiting(jac(*a, **k), 0.1))(real(*args, **kwargs)))
 
 
-@control("AD-09", expect="holds",
-         what="jax.jacfwd makes its forward passes one at a time instead of as one batched "
-              "(vmapped) pass: each column of the Jacobian is a compiled jax.jvp call of its "
-              "own, finished before the next starts, so a loss of 1,000 inputs costs 1,000 "
-              "forward passes against jacrev's one reverse pass")
-def jacfwd_one_pass_at_a_time(mp):
-    real = jax.jacfwd
-
-    def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
-        if has_aux or holomorphic or not isinstance(argnums, int):
-            return real(fun, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic)
-
-        @jax.jit
-        def one_pass(args, tangent):
-            return jax.jvp(lambda p: fun(*args[:argnums], p, *args[argnums + 1:]),
-                           (args[argnums],), (tangent,))[1]
-
-        def jacobian(*args):
-            x, out = args[argnums], jax.eval_shape(fun, *args)
-            shape = out.shape + x.shape
-
-            def passes(*values):      # on the host: one compiled pass per input, in turn
-                values = tuple(jnp.asarray(v) for v in values)
-                n = int(np.prod(x.shape))
-                columns = [one_pass(values, t).block_until_ready()
-                           for t in jnp.eye(n, dtype=x.dtype).reshape((n, *x.shape))]
-                columns = np.asarray(jnp.stack(columns), dtype=out.dtype)
-                return np.moveaxis(columns, 0, -1).reshape(shape)
-            # the compiled Jacobian (the test jits it) hands the passes to the host
-            return jax.pure_callback(passes, jax.ShapeDtypeStruct(shape, out.dtype), *args)
-        return jacobian
-    mp.setattr(jax, "jacfwd", jacfwd)
-
-
 @pytest.mark.claim("AD-10")
 def test_both_frameworks_expose_jvp_and_vjp(claim):
     import jax
