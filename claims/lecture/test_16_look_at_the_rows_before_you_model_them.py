@@ -224,14 +224,20 @@ def test_averaging_the_bad_group_in_would_have_tripled_the_estimate(concrete, cl
     claim.check('ratio', ninth / sd, note="the group's bad number as a ninth pair")
 
 
+def _odd_value_below_the_group(mp, mpa: float) -> None:
+    """The 4-row group's odd strength read as ``mpa`` below the 55.895819 its other three
+    rows repeat (it is 33 MPa below in the data)."""
+    def moved(v):
+        odd = np.flatnonzero(np.abs(v[:, 8] - 22.897498) < 1e-6)
+        v[odd, 8] = 55.895819 - mpa
+        return v
+    read_as(mp, moved)
+
+
 @control("DS-09", what="the 4-row group's odd strength is an ordinary repeat: 2 MPa below the "
                        "other three (about the repeatability SD) instead of 33 MPa")
 def odd_value_is_an_ordinary_repeat(mp):
-    def ordinary(v):
-        odd = np.flatnonzero(np.abs(v[:, 8] - 22.897498) < 1e-6)
-        v[odd, 8] = 55.895819 - 2.0
-        return v
-    read_as(mp, ordinary)
+    _odd_value_below_the_group(mp, 2.0)
 
 
 @control("DS-09", expect="holds",
@@ -239,11 +245,7 @@ def odd_value_is_an_ordinary_repeat(mp):
               "instead of 22.897498): averaged in as a ninth pair it triples the "
               "repeatability estimate (3.0-fold; pooled, 3.3-fold)")
 def odd_value_26_mpa_low(mp):
-    def odd_26_low(v):
-        odd = np.flatnonzero(np.abs(v[:, 8] - 22.897498) < 1e-6)
-        v[odd, 8] = 55.895819 - 26.0
-        return v
-    read_as(mp, odd_26_low)
+    _odd_value_below_the_group(mp, 26.0)
 
 
 @pytest.mark.claim("STORY-01")
