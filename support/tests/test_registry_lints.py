@@ -405,17 +405,15 @@ def _figure_values(claim) -> set[float]:
 
 
 def restated_thresholds(claim) -> list[str]:
-    """Thresholds a claim's prose (its meaning, its figures' why) writes as numbers that its
-    figures hold: a copy that can drift from the figure (write {bound:NAME} and the like)."""
+    """Thresholds a claim's meaning writes as numbers that its figures hold: a copy that can
+    drift from the figure (write {bound:NAME} and the like)."""
     values = _figure_values(claim)
-    texts = [("meaning", reg.PLACEHOLDER.sub("", claim.meaning))]
     out = []
-    for where, text in texts:
-        for m in _THRESHOLD.finditer(text):
-            nums = [float(g.replace(",", "")) for g in m.groups() if g is not None]
-            if any(abs(n - v) <= 1e-6 * max(abs(n), abs(v)) for n in nums for v in values):
-                out.append(f"{claim.id} {where}: {m.group(0)!r} restates a figure "
-                           "(write {bound:NAME}, {band:NAME} or {stated:NAME})")
+    for m in _THRESHOLD.finditer(reg.PLACEHOLDER.sub("", claim.meaning)):
+        nums = [float(g.replace(",", "")) for g in m.groups() if g is not None]
+        if any(abs(n - v) <= 1e-6 * max(abs(n), abs(v)) for n in nums for v in values):
+            out.append(f"{claim.id} meaning: {m.group(0)!r} restates a figure "
+                       "(write {bound:NAME}, {band:NAME} or {stated:NAME})")
     return out
 
 
