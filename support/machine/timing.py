@@ -94,8 +94,9 @@ def look_level(look: int) -> float:
 
 
 def _z(level: float) -> float:
-    from statistics import NormalDist
-    return NormalDist().inv_cdf(1 - (1 - level) / 2)
+    return statistics.NormalDist().inv_cdf(1 - (1 - level) / 2)
+
+
 # settle() stops adding rounds here: past a thousand rounds the minima no longer move, and
 # the bootstrap's cost grows with the rounds
 MAX_ROUNDS = 1000
