@@ -22,7 +22,9 @@ class ScaffoldError(ValueError):
     pass
 
 
-def _first_line(source: str, document: str) -> int:
+def first_line(source: str, document: str) -> int:
+    """The first line of ``document`` a catalogue reference names ("L:43-47; S:5" -> 43 in
+    the lecture); one that names none sorts last."""
     m = re.search(("L" if document == "lecture" else "S") + r":(\d+)", source)
     return int(m.group(1)) if m else 10 ** 9
 
@@ -80,10 +82,10 @@ def _insert_entry(toml: Path, cid: str, text: str, document: str, source: str) -
     """Write the entry into ``toml`` in sentence order; the IDs it now comes before."""
     body = toml.read_text(encoding="utf-8")
     head, *blocks = re.split(r"(?m)^(?=\[\[claim\]\]\n)", body)
-    line = _first_line(source, document)
+    line = first_line(source, document)
     ids = [re.search(r'(?m)^id = "([^"]+)"', b).group(1) for b in blocks]
     sources = [re.search(r'(?m)^source = "([^"]*)"', b).group(1) for b in blocks]
-    at = next((i for i, s in enumerate(sources) if _first_line(s, document) > line), len(blocks))
+    at = next((i for i, s in enumerate(sources) if first_line(s, document) > line), len(blocks))
     blocks.insert(at, text + ("\n" if at < len(blocks) else ""))
     if at == len(blocks) - 1 and blocks[at - 1:at] and not blocks[at - 1].endswith("\n\n"):
         blocks[at - 1] = blocks[at - 1].rstrip("\n") + "\n\n"

@@ -20,6 +20,7 @@ import pytest
 from support.paths import CLAIMS, ROOT
 from support.rules import registry as reg
 from support.rules import sources
+from support.rules.scaffold import first_line
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +28,13 @@ def registry():
     return reg.load_registry()
 
 
-def _first_line(text: str) -> int:
-    return int(re.search(r"[LS]:(\d+)", text).group(1))
-
-
 def sections_out_of_order(files: list[Path]) -> list[str]:
     """Section files whose names, in order, do not follow the lines they cover (per folder)."""
     out = []
     for folder in sorted({p.parent for p in files}):
         mine = sorted((p for p in files if p.parent == folder), key=lambda p: p.stem)
-        starts = [_first_line(reg.tomllib.loads(p.read_text())["lines"]) for p in mine]
+        heads = [reg.tomllib.loads(p.read_text()) for p in mine]
+        starts = [first_line(h["lines"], h["document"]) for h in heads]
         if starts != sorted(starts) or len(set(starts)) != len(starts):
             out.append(f"{folder.name}: {[p.stem for p in mine]} cover lines "
                        f"starting {starts}")
@@ -51,7 +49,7 @@ def test_the_section_files_follow_the_documents_order():
 
 def test_the_order_lint_sees_a_section_out_of_place(tmp_path):
     for stem, lines in (("01_a", "L:50-60"), ("02_b", "L:10-20")):
-        (tmp_path / f"{stem}.toml").write_text(f'lines = "{lines}"\n')
+        (tmp_path / f"{stem}.toml").write_text(f'document = "lecture"\nlines = "{lines}"\n')
     assert sections_out_of_order(sorted(tmp_path.glob("*.toml")))
 
 
@@ -71,9 +69,7 @@ def test_each_files_claims_sit_in_the_order_of_their_sentences():
     bad = []
     for path in reg.registry_files():
         data = reg.tomllib.loads(path.read_text())
-        pre = "L" if data["document"] == "lecture" else "S"
-        lines = [int(re.search(pre + r":(\d+)", c["source"]).group(1))
-                 if re.search(pre + r":(\d+)", c["source"]) else 0 for c in data["claim"]]
+        lines = [first_line(c["source"], data["document"]) for c in data["claim"]]
         if lines != sorted(lines):
             bad.append(f"{path.relative_to(ROOT)}: {[c['id'] for c in data['claim']]} at {lines}")
     assert not bad, "claims out of the order of their sentences:\n  " + "\n  ".join(bad)
@@ -130,7 +126,7 @@ def test_new_claim_writes_an_entry_and_a_passing_stub_in_sentence_order(tmp_path
     assert out.returncode == 0, out.stdout + out.stderr
     toml = (suite / "claims/lecture/08_pytorch_records_a_tape.toml").read_text()
     ids = re.findall(r'(?m)^id = "([^"]+)"', toml)
-    lines = [_first_line(s) for s in re.findall(r'(?m)^source = "([^"]+)"', toml)]
+    lines = [first_line(s, "lecture") for s in re.findall(r'(?m)^source = "([^"]+)"', toml)]
     at = ids.index("TAPE-99")
     assert lines[at - 1] <= 90 < lines[at + 1], (ids, lines)
     module = (suite / "claims/lecture/test_08_pytorch_records_a_tape.py").read_text()
