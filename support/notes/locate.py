@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from support.paths import ROOT
+from support.rules.registry import PREFIX
 
-PREFIX = {"lecture": "L", "sheet": "S"}
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{24}$")
 SIMILAR_BITS = 14          # simhash distance up to which a sentence counts as an edit
 STATUSES = ("found", "moved", "changed", "missing", "unpinned")

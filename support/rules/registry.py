@@ -46,6 +46,8 @@ KINDS = {
 TIERS = ("fast", "slow", "gpu", "bench")
 STATUSES = ("testable", "pending", "not-testable")
 DOCUMENTS = ("lecture", "sheet")
+# the letter a catalogue reference gives each document's lines ("L:43-47", "S:5")
+PREFIX = {"lecture": "L", "sheet": "S"}
 # the packages whose versions a claim or an expectation may be keyed on
 PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "python",
             "keras", "onnx", "onnxruntime", "xlrd", "pandas", "flax")

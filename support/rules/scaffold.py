@@ -25,7 +25,7 @@ class ScaffoldError(ValueError):
 def first_line(source: str, document: str) -> int:
     """The first line of ``document`` a catalogue reference names ("L:43-47; S:5" -> 43 in
     the lecture); one that names none sorts last."""
-    m = re.search(("L" if document == "lecture" else "S") + r":(\d+)", source)
+    m = re.search(reg.PREFIX[document] + r":(\d+)", source)
     return int(m.group(1)) if m else 10 ** 9
 
 
@@ -142,9 +142,9 @@ def new_claim(section: str, cid: str, source: str, paraphrase: str, kind: str = 
     toml = find_section(section, claims)
     head = reg.tomllib.loads(toml.read_text(encoding="utf-8"))
     document = head["document"]
-    if not re.match(("L" if document == "lecture" else "S") + r":\d+", source):
+    if not re.match(reg.PREFIX[document] + r":\d+", source):
         raise ScaffoldError(f"the source of a {document} claim is its line there "
-                            f"({'L' if document == 'lecture' else 'S'}:123), not {source!r}")
+                            f"({reg.PREFIX[document]}:123), not {source!r}")
     if '"' in paraphrase or "\\" in paraphrase:
         raise ScaffoldError("write the paraphrase without double quotes or backslashes")
     later = _insert_entry(toml, cid, entry_text(cid, source, paraphrase, kind, tier),
