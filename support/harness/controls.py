@@ -18,7 +18,10 @@ The function receives a ``pytest.MonkeyPatch``; whatever it patches is undone wh
 ends. A **positive control** (``expect="holds"``) is the other way round: a perturbation under
 which a sentence the suite finds false (a known fails or drift) becomes true, which must turn
 the claim's verdict to holds, so that a "fails" is shown to be a finding of the test and not a
-test that cannot pass. ``scope="test"`` (the default) applies it around each test of the claim (its
+test that cannot pass. A **level control** (``expect="inconclusive"``) sits at the sentence's
+own threshold: it makes the two sides of a comparison equal (inference_mode and no_grad doing
+the same work, for "slightly faster"), where an honest test can no longer say "holds": the
+claim must come out inconclusive, or red; holding under it shows a test that decides on noise. ``scope="test"`` (the default) applies it around each test of the claim (its
 function-scoped fixtures included); ``scope="process"`` applies it once, before any test of
 a fresh session, in processes of their own with a fresh result cache: for claims whose
 figures come from shared results (the concrete experiments, a session fixture), worker
@@ -39,11 +42,13 @@ reports per control and claim what the verdict became (:func:`outcome`):
   too disturbed by other work to decide either way (a busy machine), which shows neither
   that the test sees the control nor that it cannot; listed, not counted, never red, and
   on a quiet machine the same control decides;
+* **level** (a level control): the claim came out inconclusive (or red) with its two sides
+  made equal, as declared; holding under it is **survived**;
 * **not run**: the claim's tests did not run here (no GPU), listed, not counted.
 
 The run writes ``controls.json`` (default ``reports/controls/``); a claims report written
 beside it (``reports/``) marks each claim *controlled* (every control of it that ran behaved
-as declared: red, or green for a positive control) or not, and lists each control's outcome,
+as declared: red, green for a positive control, level for a level control) or not, and lists each control's outcome,
 with the reason the registry gives (``control_reason``) where no control is possible.
 """
 from __future__ import annotations
@@ -52,11 +57,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 SCOPES = ("test", "process")
-# what a control declares its claim becomes: red (a negative control), holds (a positive one)
-EXPECTS = ("red", "holds")
-OUTCOMES = ("red", "green", "survived", "stayed red", "broken", "undecided", "not run")
+# what a control declares its claim becomes: red (a negative control), holds (a positive
+# one), inconclusive (a level control: the comparison's two sides made equal)
+EXPECTS = ("red", "holds", "inconclusive")
+OUTCOMES = ("red", "green", "level", "survived", "stayed red", "broken", "undecided",
+            "not run")
 # the outcomes that are what the control declared
-AS_DECLARED = ("red", "green")
+AS_DECLARED = ("red", "green", "level")
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,8 @@ CONTROLS: dict[str, Control] = {}
 def control(*claims: str, what: str, scope: str = "test", moves: tuple[str, ...] = (),
             name: str | None = None, expect: str = "red"):
     """Register the decorated function as a control of ``claims`` (see the module doc):
-    ``expect="red"`` (a negative control) or ``"holds"`` (a positive one)."""
+    ``expect="red"`` (a negative control), ``"holds"`` (a positive one) or ``"inconclusive"``
+    (a level control)."""
     if not claims:
         raise ValueError("a control names the claim(s) it turns red")
     if scope not in SCOPES:
@@ -124,6 +132,8 @@ def outcome(control: Control, claim: str, variants: list[dict], timing: bool = F
         return "broken", _first(errors)
     if control.expect == "holds":
         return _positive(ran, timing)
+    if control.expect == "inconclusive":
+        return _level(ran)
     failed = [v for v in ran if v["verdict"] == "fails"]
     if failed:
         return "red", _first(failed)
@@ -152,6 +162,20 @@ def _positive(ran: list[dict], timing: bool) -> tuple[str, str]:
         return ("undecided" if timing else "stayed red"), ("inconclusive under the control: "
                                                            + _first(undecided))
     return "green", "; ".join(f"{v.get('variant') or 'test'}: holds" for v in ran)
+
+
+def _level(ran: list[dict]) -> tuple[str, str]:
+    """A level control's outcome: with the two sides equal, no variant may hold. Inconclusive
+    is what an honest interval says of equal sides; red (a bound that asks for more than
+    equality, decided) is as good; an unnamed drift is neither."""
+    held = [v for v in ran if v["verdict"] == "holds"]
+    if held:
+        return "survived", ("holds with its two sides made equal: "
+                            + "; ".join(f"{v.get('variant') or 'test'}: holds" for v in held))
+    if any(v["verdict"] == "drift" for v in ran) and not any(
+            v["verdict"] in ("fails", "inconclusive") for v in ran):
+        return "survived", "drifts on a figure, but its comparison still decided: " + _first(ran)
+    return "level", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}" for v in ran)
 
 
 def _drifting(variant: dict) -> list[str]:

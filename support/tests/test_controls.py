@@ -163,6 +163,28 @@ def test_a_claim_is_controlled_only_when_every_control_did_what_it_declared():
                          None)["XX-01"]["state"] == "survived"
 
 
+@pytest.mark.parametrize("verdicts,outcome", [
+    (["inconclusive"], "level"),                    # what an interval says of equal sides
+    (["fails"], "level"),                           # a bound asking more than equality: decided
+    (["inconclusive", "holds"], "survived"),        # one variant still decides on noise
+    (["holds"], "survived"),
+    (["drift"], "survived"),                        # its comparison decided, a figure moved
+    (["error"], "broken")])
+def test_a_level_control_must_leave_its_claim_undecided_or_red(verdicts, outcome):
+    """A level control (expect="inconclusive") makes the two sides of the sentence's comparison
+    equal: a test that still says holds decides on noise, timing claim or not."""
+    c = ctl.Control("c", ("XX-01",), "w", lambda mp: None, expect="inconclusive")
+    variants = [{"verdict": v, "reason": "r"} for v in verdicts]
+    for timing in (False, True):
+        assert ctl.outcome(c, "XX-01", variants, timing=timing)[0] == outcome
+    assert "level" in ctl.AS_DECLARED
+
+
+def test_an_undeclared_expectation_is_refused():
+    with pytest.raises(ValueError, match="expect must be one of"):
+        ctl.control("XX-01", what="w", expect="fails")
+
+
 def test_a_test_scope_control_stays_out_of_shared_fixtures_a_process_control_reaches_them(suite):
     assert suite("--controls")["shared-test-scope"]["XX-02"]["outcome"] == "survived"
     got = suite("--control", "shared-process-scope")
