@@ -165,17 +165,15 @@ def _positive(ran: list[dict], timing: bool) -> tuple[str, str]:
 
 
 def _level(ran: list[dict]) -> tuple[str, str]:
-    """A level control's outcome: with the two sides equal, no variant may hold. Inconclusive
-    is what an honest interval says of equal sides; red (a bound that asks for more than
-    equality, decided) is as good; an unnamed drift is neither."""
-    held = [v for v in ran if v["verdict"] == "holds"]
-    if held:
-        return "survived", ("holds with its two sides made equal: "
-                            + "; ".join(f"{v.get('variant') or 'test'}: holds" for v in held))
-    if any(v["verdict"] == "drift" for v in ran) and not any(
-            v["verdict"] in ("fails", "inconclusive") for v in ran):
-        return "survived", "drifts on a figure, but its comparison still decided: " + _first(ran)
-    return "level", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}" for v in ran)
+    """A level control's outcome. With the two sides equal, the comparison cannot hold:
+    inconclusive is what an honest interval says of them, red (a bound that asks for more than
+    equality, decided) is as good. As for a negative control, one variant suffices: the
+    control may reach one half of a sentence whose other half, tested apart, still holds."""
+    off = [v for v in ran if v["verdict"] in ("fails", "inconclusive")]
+    if off:
+        return "level", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}" for v in off)
+    return "survived", ("its comparison still decided with its two sides made equal: "
+                        + "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}" for v in ran))
 
 
 def _drifting(variant: dict) -> list[str]:

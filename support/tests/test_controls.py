@@ -166,8 +166,8 @@ def test_a_claim_is_controlled_only_when_every_control_did_what_it_declared():
 @pytest.mark.parametrize("verdicts,outcome", [
     (["inconclusive"], "level"),                    # what an interval says of equal sides
     (["fails"], "level"),                           # a bound asking more than equality: decided
-    (["inconclusive", "holds"], "survived"),        # one variant still decides on noise
-    (["holds"], "survived"),
+    (["inconclusive", "holds"], "level"),           # the half it reaches; the other holds
+    (["holds"], "survived"),                        # decides on noise
     (["drift"], "survived"),                        # its comparison decided, a figure moved
     (["error"], "broken")])
 def test_a_level_control_must_leave_its_claim_undecided_or_red(verdicts, outcome):
