@@ -24,6 +24,7 @@ from hypothesis import given
 from support.harness.controls import control
 from support.lab import toy
 from support.lab.jaxutil import x64
+from support.lab import perturb
 from support.lab.perturb import waiting
 from support.lab.properties import (
     EPS64,
@@ -95,6 +96,13 @@ def backward_pays_a_tenth_of_a_second(mp):
         return delayed
     mp.setattr(torch.autograd, "grad", grad)
     mp.setattr(jax, "value_and_grad", value_and_grad)
+
+
+@control("AD-01", what="torch's backward pass runs three times over: the gradient costs about "
+                       "eight forward passes here (a backward pass is 2.3 of them), just past "
+                       "the six beyond which 'roughly two' is contradicted")
+def backward_runs_three_times(mp):
+    perturb.backward_runs(mp, lambda n: 3)
 
 
 @pytest.mark.claim("AD-02")

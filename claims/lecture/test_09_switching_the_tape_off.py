@@ -55,6 +55,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from support.harness.controls import control
+from support.lab import perturb
 from support.lab.data import lecture_split
 from support.lab.modes import N, binomial_ok, dropout_bn_model, zero_fraction
 from support.lab.train_torch import mlp, prepare, rmse_mpa, seeded_mlp, torch_threads
@@ -519,6 +520,18 @@ def inference_mode_pays_on_entry(mp):
     mp.setattr(torch, "inference_mode", _paying(torch.inference_mode))
 
 
+# At the sentences' own threshold: a gain of 1 to 6 % (TAPE-23), so a switch made the other
+# side's equal and then this much dearer is "slightly slower", which must not read as faster
+JUST_DEARER = 0.04
+
+
+@control("TAPE-23", scope="process", expect="inconclusive",
+         what="torch.inference_mode() is torch.no_grad() and costs 4 % more: the two switches do "
+              "the same work, inference_mode just slower (no_grad/inference_mode about 0.96)")
+def inference_mode_is_no_grad_slightly_dearer(mp):
+    mp.setattr(torch, "inference_mode", perturb.dearer_context(torch.no_grad, JUST_DEARER))
+
+
 @pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.claim("MODE-06")
 def test_train_switches_every_layer_back(claim):
@@ -705,3 +718,11 @@ def test_no_grad_saves_time(claim, switches):
                          "for the whole trial", scope="process")
 def no_grad_pays_on_entry(mp):
     mp.setattr(torch, "no_grad", _paying(torch.no_grad))
+
+
+@control("TAPE-12", scope="process", expect="inconclusive",
+         what="torch.enable_grad() records nothing, as no_grad, and no_grad costs 4 % more: there "
+              "is no tape for no_grad to save (grad/no_grad about 0.96)")
+def the_tape_costs_nothing(mp):
+    mp.setattr(torch, "enable_grad", torch.no_grad)
+    mp.setattr(torch, "no_grad", perturb.dearer_context(torch.no_grad, JUST_DEARER))

@@ -2,7 +2,10 @@
 an optimizer's defaults (:func:`with_defaults`, ADAM-*) or the gradient its step reads
 (:func:`step_on`, LOOP-10, LOOP-14), the concrete table read through a change (:func:`read_as`,
 DS-*), Python floats' default dtype (:func:`python_floats_become`, DTYPE-*), JAX traced again
-under a control (:func:`retraced`, AD-*) or made to wait (:func:`waiting`, AD-09).
+under a control (:func:`retraced`, AD-*) or made to wait (:func:`waiting`, AD-09); a call or a
+context made a given share dearer than it is (:func:`dearer`, :func:`dearer_context`: the timing
+claims' controls at the sentence's own threshold, TAPE-23, JIT-17, ...), a backward pass run
+again (:func:`backward_runs`, AD-01, AD-06).
 """
 from __future__ import annotations
 
@@ -93,3 +96,57 @@ def step_on(mp, optimizer: type, change):
                     p.grad = change(p.grad)
         return real(self, closure)
     mp.setattr(optimizer, "step", step)
+
+
+# ----------------------------------------------------------------------------- a share dearer
+def spin(seconds: float) -> None:
+    """Busy work for ``seconds``: CPU time, which a busy machine stretches as it stretches the
+    work it is added to (a sleep would stay the same and so move the ratio under load)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def dearer(fn, share: float, sync=None):
+    """``fn`` made ``share`` dearer than it is: each call then spins for ``share`` of the time
+    the call took (after ``sync`` of its result where the call returns before its work is
+    done). Proportional, not a fixed cost, so that a ratio lands at the same place on a
+    fast and a slow machine: just across a sentence's threshold, not far beyond it."""
+    def call(*args, **kwargs):
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        if sync is not None:
+            sync(out)
+        spin(share * (time.perf_counter() - t0))
+        return out
+    return call
+
+
+def dearer_context(mode, share: float):
+    """A context manager class like ``mode`` (torch.no_grad, ...) whose block costs ``share``
+    more: on leaving it spins for ``share`` of the time spent inside."""
+    class Dearer(mode):
+        def __enter__(self):
+            self._t0 = time.perf_counter()
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            out = super().__exit__(*exc)
+            spin(share * (time.perf_counter() - self._t0))
+            return out
+    Dearer.__name__ = Dearer.__qualname__ = f"dearer_{mode.__name__}"
+    return Dearer
+
+
+def backward_runs(mp, times) -> None:
+    """torch.autograd.grad runs the backward pass ``times(n)`` times (``n`` the number of
+    input elements it differentiates for): a gradient that costs that many backward passes."""
+    import torch
+    real = torch.autograd.grad
+
+    def grad(outputs, inputs, *args, **kwargs):
+        n = sum(t.numel() for t in ([inputs] if isinstance(inputs, torch.Tensor) else inputs))
+        for _ in range(times(n) - 1):
+            real(outputs, inputs, *args, **{**kwargs, "retain_graph": True})
+        return real(outputs, inputs, *args, **kwargs)
+    mp.setattr(torch.autograd, "grad", grad)
