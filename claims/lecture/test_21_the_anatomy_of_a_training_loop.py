@@ -14,12 +14,18 @@ batched equivalent), JAX is ``support.lab.train_jax.train_jax`` (uniform +-1/sqr
 optax.adam(1e-3), x64 on with float32 arrays); mean +- std (ddof 0) of the five final
 RMSEs. JAX's random streams depend on its version and flags, so the verdict is the
 comparison, not the digits.
+
+LOOP-07 and LOOP-10 are also checked on a realistic model (support.lab.nested: blocks of
+Linear, batch norm, ReLU and dropout inside an nn.ModuleList and an nn.ModuleDict, a buffer of
+its own at depth; LOOP-10 trains it in three optimizer parameter groups), where a module that
+does not reach its submodules' parameters, or an optimizer that skips a group, shows.
 """
 from __future__ import annotations
 
 import functools
 import math
 import warnings
+from collections import Counter
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +40,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from support.harness.controls import control
 from support.lab import experiments
 from support.lab.data import lecture_split
+from support.lab.nested import D_IN, depth, nested_model, param_groups
 from support.lab.perturb import step_on
 from support.lab.train_torch import BATCH, mlp, torch_threads
 from support.rules import error_models
@@ -303,10 +310,51 @@ def test_a_module_holds_its_parameters_and_calling_it_runs_forward(claim):
     assert torch.allclose(out, 2.0 * (x @ m.lin.weight.T + m.lin.bias) + 1.0)
 
 
+@pytest.mark.claim("LOOP-07")
+def test_a_nested_module_holds_its_submodules_parameters_and_runs_their_forward(claim):
+    model = nested_model().eval()
+    names = dict(model.named_parameters())
+    # each submodule's own parameters, under the name the model gives them
+    own = {f"{name}.{p}": t for name, m in model.named_modules() if name
+           for p, t in m.named_parameters(recurse=False)}
+    by_attribute = {"stem.linear.weight": model.stem.linear.weight,
+                    "body.0.blocks.1.norm.bias": model.body[0].blocks[1].norm.bias,
+                    "heads.main.out.weight": model.heads["main"].out.weight}
+    claim.record("parameters_by_depth", dict(Counter(depth(n.rpartition(".")[0]) for n in own)))
+    reached = {path: names.get(path) is t for path, t in by_attribute.items()}
+    claim.record("reached_through_model_parameters", reached)
+    assert all(reached.values()), f"model.parameters() misses {reached}"
+    assert names.keys() == own.keys() and all(names[k] is own[k] for k in own)
+
+    calls = Counter()
+    handles = [m.register_forward_hook(lambda mod, a, out, name=name: calls.update([name]))
+               for name, m in model.named_modules()
+               if not isinstance(m, (nn.ModuleList, nn.ModuleDict))]   # containers: no forward
+    model(torch.randn(4, D_IN))
+    for h in handles:
+        h.remove()
+    claim.record("forward_calls_per_module", dict(calls))
+    assert len(calls) == len(handles) and set(calls.values()) == {1}
+
+
 @control("LOOP-07", what="a module does not register what is assigned to it: its parameters "
                          "and submodules stay plain attributes")
 def module_registers_nothing(mp):
     mp.setattr(nn.Module, "__setattr__", object.__setattr__)
+
+
+@control("LOOP-07", "SAVE-01", what="named_parameters() and parameters() do not recurse into "
+                                    "an nn.ModuleDict: the parameters of what it holds go missing")
+def parameters_skip_module_dicts(mp):
+    real = nn.Module.named_parameters
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        dicts = [name for name, m in self.named_modules() if isinstance(m, nn.ModuleDict)]
+        for name, p in real(self, prefix, recurse, remove_duplicate):
+            inner = name[len(prefix) + 1:] if prefix else name
+            if not any(inner.startswith(d + ".") for d in dicts):
+                yield name, p
+    mp.setattr(nn.Module, "named_parameters", named_parameters)
 
 
 # ------------------------------------------------------------------ LOOP-08 loss functions
@@ -414,18 +462,24 @@ def cross_entropy_recognises_probabilities(mp):
 
 # ------------------------------------------------------------------ LOOP-10 the torch loop
 @pytest.mark.claim("LOOP-10")
-def test_the_notes_pytorch_loop_runs_as_written_and_trains(claim):
+@pytest.mark.parametrize("model", ["notes", "nested"], ids=["model=notes", "model=nested"])
+def test_the_notes_pytorch_loop_runs_as_written_and_trains(claim, model):
+    nested = model == "nested"
     torch.manual_seed(0)
     X, y = tiny_regression()
     X, y = torch.from_numpy(X), torch.from_numpy(y)[:, None]
     device = torch.device("cpu")
-    model = mlp().to(device)
+    # the realistic model trains in three groups: decay, no decay, the head at its own lr
+    model = (nested_model(p=0.1) if nested else mlp()).to(device)
+    params = param_groups(model, weight_decay=1e-4, head_lr=2e-3) if nested else model.parameters()
     loader = DataLoader(TensorDataset(X, y), batch_size=64, shuffle=True)
     loss_fn = nn.MSELoss()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.Adam(params, lr=1e-3)
     n_epochs = 2
+    model.eval()                        # judged without dropout, on the running statistics
     with torch.no_grad():
         before = loss_fn(model(X), y).item()
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
 
     # --- the notes, L:399-406, verbatim ---
     for epoch in range(n_epochs):
@@ -438,18 +492,43 @@ def test_the_notes_pytorch_loop_runs_as_written_and_trains(claim):
             optimizer.step()                # update
     # ---
 
+    model.eval()
     with torch.no_grad():
         after = loss_fn(model(X), y).item()
+    steps = {n: optimizer.state.get(p, {}).get("step") for n, p in model.named_parameters()}
+    steps = {n: None if s is None else int(s) for n, s in steps.items()}
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    # a group, not each tensor, must move: a bias before a batch norm gets next to no gradient
+    still = [g.get("name", i) for i, g in enumerate(optimizer.param_groups)
+             if all(torch.equal(p.detach(), start[name_of[id(p)]]) for p in g["params"])]
     claim.record("train_mse_before", before)
     claim.record("train_mse_after_2_epochs", after)
+    claim.record("parameter_groups", len(optimizer.param_groups))
+    claim.record("groups_not_moved", still)
     claim.check('steps', optimizer.state[next(model.parameters())]['step'].item())
     assert after < before
+    assert len(set(steps.values())) == 1, f"parameters stepped unequally: {steps}"
+    assert not still, f"training left {still} where they started"
 
 
 @control("LOOP-10", what="Adam's step goes uphill: it applies each gradient with its sign "
                          "flipped")
 def adam_climbs(mp):
     step_on(mp, torch.optim.Adam, torch.neg)
+
+
+@control("LOOP-10", what="torch's Adam steps the parameters of its first parameter group only")
+def adam_steps_its_first_group_only(mp):
+    real = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        groups = self.param_groups
+        self.param_groups = groups[:1]
+        try:
+            return real(self, closure)
+        finally:
+            self.param_groups = groups
+    mp.setattr(torch.optim.Adam, "step", step)
 
 
 # ------------------------------------------------------------------ LOOP-11/12 the JAX loop

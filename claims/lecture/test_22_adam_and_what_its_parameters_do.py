@@ -16,6 +16,12 @@ ADAM-13: Adam's invariance to a per-coordinate rescaling "is why Adam survived t
 concrete inputs where SGD produced NaN, and it is also why Adam hid the bug". Its runs are
 those of "Adam on raw inputs" (fold 0, seed 0, 120 epochs, protocol §7.6;
 ``claims/lecture/test_20_adam_on_raw_inputs.py``).
+
+The claims about what torch's optimizers do per parameter (ADAM-02, ADAM-19) and their defaults
+(ADAM-20...22) are also checked on a realistic model in three parameter groups
+(support.lab.nested: decayed weights, undecayed biases and batch-norm parameters, the head at
+its own learning rate; its parameters two to five levels down, inside an nn.ModuleList and an
+nn.ModuleDict), where an optimizer that reads one group's settings for all shows.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from hypothesis import strategies as st
 from support.harness.controls import control
 from support.lab import bowl
 from support.lab.data import lecture_split
+from support.lab.nested import D_IN, nested_model, param_groups
 from support.lab.optim_reference import SGD, Adam, AdamW, run
 from support.lab.perturb import with_defaults
 from support.lab.train_torch import BATCH, mlp, prepare
@@ -380,6 +387,63 @@ def test_each_first_step_is_lr_long_per_coordinate_whatever_the_gradient(claim, 
     # SGD's first step, by contrast, is as unequal as the gradients
     sgd = torch_first_step(torch_sgd(lr=lr), g)
     assert FIRST_STEP.share(np.abs(sgd) / lr - np.abs(g), np.abs(g)) <= 1
+
+
+def nested_gradients(seed: int = 0) -> list[torch.Tensor]:
+    """The gradients of the realistic model's parameters (float64, eval mode) on one batch."""
+    torch.manual_seed(seed)
+    model = nested_model(dtype=torch.float64).eval()
+    model(torch.randn(16, D_IN, dtype=torch.float64)).pow(2).mean().backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.claim("ADAM-02")
+def test_each_first_step_is_its_groups_lr_long_in_every_group_of_a_nested_model(claim):
+    lr, head_lr = 1e-2, 0.1
+    model = nested_model(dtype=torch.float64)
+    opt = torch.optim.Adam(param_groups(model, lr=lr, head_lr=head_lr))
+    for p, g in zip(model.parameters(), nested_gradients()):
+        p.grad = g
+    # Adam's step does not depend on where it starts (no decay): from 0, the step is the weight
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    opt.step()
+    eps = opt.defaults["eps"]
+    shares, devs, per_group = [], [], {}
+    for group in opt.param_groups:
+        theta = torch.cat([p.detach().flatten() for p in group["params"]]).numpy()
+        g = torch.cat([p.grad.flatten() for p in group["params"]]).numpy()
+        per_coord = np.abs(theta) / group["lr"]
+        exact = np.abs(g) / (np.abs(g) + eps)
+        shares.append(FIRST_STEP.share(per_coord - exact, exact))
+        big = np.abs(g) >= 1e3 * eps           # the sentence's gradients: above 1e3 eps
+        rounding = FIRST_STEP.bound(1.0)
+        assert np.all(np.abs(per_coord[big] - 1.0) <= eps / np.abs(g[big]) + rounding), \
+            f"group {group['name']}: a first step is not its lr long"
+        devs.append(float(np.max(np.abs(per_coord[big] - 1.0))))
+        per_group[group["name"]] = {"lr": group["lr"], "coordinates": int(big.sum()),
+                                    "below_1e3_eps": int((~big).sum())}
+    claim.record("groups", per_group)
+    claim.record("max_rel_deviation_from_lr", max(devs), reduce="max")
+    claim.check("share_of_rounding_bound", max(shares), reduce="max", note=FIRST_STEP.describe())
+
+
+@control("ADAM-02", "ADAM-19", what="torch's Adam and AdamW step every parameter group with the "
+                                    "first group's learning rate and weight decay")
+def adam_reads_the_first_groups_settings(mp):
+    real = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        kept = [(g["lr"], g["weight_decay"]) for g in self.param_groups]
+        for g in self.param_groups:
+            g["lr"], g["weight_decay"] = kept[0]
+        try:
+            return real(self, closure)
+        finally:
+            for g, (lr, wd) in zip(self.param_groups, kept):
+                g["lr"], g["weight_decay"] = lr, wd
+    mp.setattr(torch.optim.Adam, "step", step)
 
 
 @pytest.mark.claim("ADAM-03")
@@ -774,6 +838,50 @@ def test_adamw_decay_is_applied_outside_the_adaptive_scaling(claim, lam, lr, sca
     claim.check("share_of_rounding_bound", share, reduce="max", note=model.describe(), halt=True)
 
 
+@pytest.mark.claim("ADAM-19")
+def test_adamw_decays_each_group_of_a_nested_model_by_its_own_rate_outside_the_scaling(claim):
+    """As the test above, on the realistic model's three groups: AdamW with weight decay set
+    for the decayed weights, 0 for biases and batch-norm parameters, its default for the head;
+    step by step, its move minus Adam's is -lr_group * decay_group * theta_prev."""
+    lr, head_lr, lam = 1e-2, 5e-2, 0.1
+    grads = nested_gradients()
+    paths, groups = {}, None
+    for name in ("adamw", "adam"):
+        model = nested_model(dtype=torch.float64)
+        if name == "adamw":
+            opt = torch.optim.AdamW(param_groups(model, lr=lr, weight_decay=lam, head_lr=head_lr))
+            groups = opt.param_groups
+        else:
+            opt = torch.optim.Adam(param_groups(model, lr=lr, head_lr=head_lr))
+        def weights():
+            return [torch.cat([p.detach().flatten() for p in g["params"]]).numpy().copy()
+                    for g in opt.param_groups]
+        path = [weights()]
+        for t in range(6):
+            # the gradients depend on the step only: Adam's adaptive part is the same in both
+            for p, g in zip(model.parameters(), grads):
+                p.grad = g * (0.9 ** t)
+            opt.step()
+            path.append(weights())
+        paths[name] = path
+    decay_model = error_models.model("adamw:decay-float64")
+    shares, decays = [], {}
+    for i, group in enumerate(groups):
+        w = np.array([at[i] for at in paths["adamw"]])
+        a = np.array([at[i] for at in paths["adam"]])
+        decay = np.diff(w, axis=0) - np.diff(a, axis=0)
+        expected = -group["lr"] * group["weight_decay"] * w[:-1]
+        magnitude = (np.abs(w[:-1]) + np.abs(w[1:]) + np.abs(a[:-1]) + np.abs(a[1:])
+                     + np.abs(expected))
+        shares.append(decay_model.share(decay - expected, magnitude))
+        decays[group["name"]] = group["weight_decay"]
+        if group["weight_decay"] == 0:
+            assert np.array_equal(w, a), f"group {group['name']} decays at weight decay 0"
+    claim.record("weight_decay_per_group", decays)
+    claim.check("share_of_rounding_bound", max(shares), reduce="max",
+                note=decay_model.describe())
+
+
 @control("ADAM-19", what="torch's AdamW and optax's adamw add the decay to the gradient, inside "
                          "the adaptive scaling, as an L2 penalty does")
 def adamw_decay_coupled(mp):
@@ -799,6 +907,9 @@ def test_torch_adam_and_optax_adam_share_beta1_beta2_and_eps(claim):
     claim.check("optax_beta2", optax_vals[1])
     claim.check("optax_eps", optax_vals[2])
     assert torch_vals == optax_vals == (0.9, 0.999, 1e-8)
+    # every parameter group that sets none of them gets torch's defaults
+    groups = torch.optim.Adam(param_groups(nested_model())).param_groups
+    assert all((g["betas"][0], g["betas"][1], g["eps"]) == torch_vals for g in groups)
 
 
 @control("ADAM-20", what="optax's adam defaults b2 to 0.99, no longer torch's 0.999")
@@ -817,6 +928,10 @@ def test_torch_defaults_adams_lr_to_1e_3_and_optax_requires_one(claim):
     with pytest.raises(TypeError, match="learning_rate"):
         optax.adam()
     assert lr == 1e-3 and required
+    # in several parameter groups, the default fills each group that sets no lr of its own
+    groups = torch.optim.Adam(param_groups(nested_model(), head_lr=0.05)).param_groups
+    claim.record("lr_per_group", {g["name"]: g["lr"] for g in groups})
+    assert [g["lr"] for g in groups] == [lr, lr, 0.05]
 
 
 @control("ADAM-21", what="torch's Adam defaults its learning rate to 1e-2")
@@ -833,6 +948,10 @@ def test_torch_adamw_decays_0_01_by_default_and_optax_adamw_1e_4(claim):
     claim.check('optax_adamw_weight_decay', optax_wd)
     claim.check('ratio', torch_wd / optax_wd)
     assert torch_wd == 0.01 and optax_wd == 1e-4
+    # in several parameter groups, the default fills each group that sets no decay of its own
+    groups = torch.optim.AdamW(param_groups(nested_model())).param_groups
+    claim.record("adamw_weight_decay_per_group", {g["name"]: g["weight_decay"] for g in groups})
+    assert [g["weight_decay"] for g in groups] == [torch_wd, 0.0, torch_wd]
 
 
 @control("ADAM-22", "ADAM-23", what="torch's AdamW defaults its weight decay to optax's 1e-4")

@@ -13,16 +13,27 @@ attribute. They do not overwrite it"; "Writing W -= lr * W.grad raises a leaf Va
 requires grad is being used in an in-place operation", the message TAPE-10 checks. TAPE-12 is
 tested here for memory (the bytes autograd saves for backward); its time half is timed with the
 other tape switches in claims/lecture/test_09_switching_the_tape_off.py.
+
+Each rule is also checked on a realistic model (support.lab.nested: blocks of Linear, batch
+norm, ReLU and dropout inside an nn.ModuleList and an nn.ModuleDict, a buffer of its own at
+depth, three parameter groups): every parameter at every depth accumulates, no_grad records
+nothing through it, a manual update of each of its parameters raises, a submodule's detached
+output cuts the layers below it off, and freezing a submodule freezes everything under it.
 """
 import sys
+from itertools import chain
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from torch import nn
 
 from support.harness.controls import control
+from support.lab.nested import D_IN, nested_model, param_groups
 from support.lab.train_torch import seeded_mlp
+
+PHRASE = "a leaf Variable that requires grad is being used in an in-place operation"
 
 
 @pytest.mark.claim("TAPE-06")
@@ -37,6 +48,23 @@ def test_leaves_accumulate_into_grad(claim):
     claim.record("g1_plus_g2", (g1 + g2).tolist())
     assert torch.equal(w.grad, g1 + g2)        # +=, not overwrite
     assert not torch.equal(w.grad, g2)
+
+
+@pytest.mark.claim("TAPE-06")
+def test_every_parameter_of_a_nested_model_accumulates_into_grad(claim):
+    torch.manual_seed(0)
+    model = nested_model().eval()               # the same forward on every call
+    names, params = zip(*model.named_parameters())
+    x1, x2 = torch.randn(16, D_IN), torch.randn(16, D_IN)
+    model(x1).pow(2).mean().backward()
+    g1 = [p.grad.clone() for p in params]
+    g2 = torch.autograd.grad(model(x2).pow(2).mean(), params)   # the second loss's alone
+    model(x2).pow(2).mean().backward()          # a different loss, no zeroing in between
+    summed = {n: torch.equal(p.grad, a + b) for n, p, a, b in zip(names, params, g1, g2)}
+    claim.record("parameters_holding_the_sum", sum(summed.values()))
+    claim.record("parameters", len(names))
+    assert all(summed.values()), f"not +=: {[n for n, ok in summed.items() if not ok]}"
+    assert not all(torch.equal(p.grad, b) for p, b in zip(params, g2))
 
 
 @pytest.mark.claim("TAPE-09")
@@ -58,6 +86,21 @@ def test_no_grad_records_nothing_and_backward_raises(claim):
     assert "does not require grad" in message
     # contrast: the same expression outside no_grad is recorded
     assert (w * 2).sum().grad_fn is not None
+
+
+@pytest.mark.claim("TAPE-09")
+def test_no_grad_records_nothing_through_a_nested_model(claim):
+    torch.manual_seed(0)
+    model = nested_model()
+    x = torch.randn(16, D_IN)
+    with torch.no_grad():
+        out = model(x).sum()
+    claim.check('grad_fn', repr(out.grad_fn))
+    assert out.grad_fn is None and not out.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        out.backward()
+    assert all(p.grad is None for p in model.parameters())
+    assert model(x).sum().grad_fn is not None   # contrast: outside no_grad it is recorded
 
 
 @control("TAPE-09", "TAPE-11", "TAPE-12",
@@ -82,11 +125,33 @@ def test_in_place_update_of_a_leaf_outside_no_grad_raises(claim):
         msg = None
     except RuntimeError as err:
         msg = str(err)
-    phrase = "a leaf Variable that requires grad is being used in an in-place operation"
     claim.record("message", msg)
     assert msg is not None, "the in-place update of a leaf outside no_grad raised nothing"
-    claim.record('contains_phrase', phrase in msg)
-    assert phrase in msg
+    claim.record('contains_phrase', PHRASE in msg)
+    assert PHRASE in msg
+
+
+@pytest.mark.claim("TAPE-10")
+def test_a_manual_update_of_each_nested_parameter_outside_no_grad_raises(claim):
+    torch.manual_seed(0)
+    model = nested_model().eval()
+    model(torch.randn(16, D_IN)).pow(2).mean().backward()
+    before = [p.detach().clone() for p in model.parameters()]
+    messages = {}
+    for name, p in model.named_parameters():       # the hand-written SGD step of the notes
+        try:
+            p -= 0.1 * p.grad
+            messages[name] = None
+        except RuntimeError as err:
+            messages[name] = str(err)
+    raised = {n: m is not None and PHRASE in m for n, m in messages.items()}
+    claim.record("parameters_that_raised_the_message", sum(raised.values()))
+    claim.record("parameters", len(raised))
+    assert all(raised.values()), f"no such error for {[n for n, r in raised.items() if not r]}"
+    with torch.no_grad():                          # contrast: under no_grad the step goes through
+        for p in model.parameters():
+            p -= 0.1 * p.grad
+    assert all(torch.equal(p, b - 0.1 * p.grad) for b, p in zip(before, model.parameters()))
 
 
 @control("TAPE-10", what="an in-place update of a leaf that requires grad goes through outside "
@@ -101,13 +166,17 @@ def in_place_leaf_update_allowed(mp):
 
 
 @pytest.mark.claim("TAPE-12")
-def test_no_grad_saves_memory(claim):
+@pytest.mark.parametrize("model", ["notes", "nested"], ids=["model=notes", "model=nested"])
+def test_no_grad_saves_memory(claim, model):
     """The memory half of "no_grad saves memory and time"; the time half is timed with the
     other tape switches (claims/lecture/test_09_switching_the_tape_off.py)."""
-    model = seeded_mlp()
-    x = torch.randn(2048, 32)
+    if model == "nested":
+        model, x = nested_model().train(), torch.randn(256, D_IN)
+    else:
+        model, x = seeded_mlp(), torch.randn(2048, 32)
     saved = {"grad": 0, "no_grad": 0}
-    params = {p.data_ptr() for p in model.parameters()}
+    # the model's own tensors are held anyway: not counted
+    params = {p.data_ptr() for p in chain(model.parameters(), model.buffers())}
 
     def counter(mode):
         def pack(t):
@@ -162,6 +231,23 @@ def detach_stays_in_the_graph(mp):
     mp.setattr(torch.Tensor, "detach", lambda self: self.view_as(self))
 
 
+@pytest.mark.claim("TAPE-13")
+def test_a_submodules_detached_output_cuts_the_layers_below_it_off_the_graph(claim):
+    torch.manual_seed(0)
+    model = nested_model().eval()
+    features = model.stem(torch.randn(16, D_IN))
+    cut = features.detach()
+    claim.record('same_storage', cut.data_ptr() == features.data_ptr())
+    assert cut.data_ptr() == features.data_ptr() and not cut.requires_grad
+    model.heads["main"](model.body[0](cut)).pow(2).mean().backward()
+    below = {n: p.grad is None for n, p in model.stem.named_parameters()}
+    above = {n: p.grad is not None
+             for n, p in chain(model.body.named_parameters(), model.heads.named_parameters())}
+    claim.record("stem_parameters_without_gradient", sum(below.values()))
+    assert all(below.values()), "gradient flowed through the detached output into the stem"
+    assert all(above.values())
+
+
 @pytest.mark.claim("TAPE-14")
 def test_frozen_parameters_get_no_gradient(claim):
     model = seeded_mlp(16)
@@ -174,7 +260,35 @@ def test_frozen_parameters_get_no_gradient(claim):
     assert all(p.grad is not None for p in model[2].parameters())
 
 
+@pytest.mark.claim("TAPE-14")
+def test_freezing_a_submodule_freezes_its_parameters_at_every_depth(claim):
+    torch.manual_seed(0)
+    model = nested_model()
+    model.stem.requires_grad_(False)            # a frozen backbone, as in fine-tuning
+    model.body.requires_grad_(False)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = torch.optim.SGD(param_groups(model, lr=0.1, weight_decay=0.01), lr=0.1)
+    model(torch.randn(16, D_IN)).pow(2).mean().backward()
+    opt.step()
+    frozen = {n: p for n, p in model.named_parameters() if n.startswith(("stem.", "body."))}
+    claim.record('frozen_grads', sorted({repr(p.grad) for p in frozen.values()}))
+    claim.record("frozen_parameters", len(frozen))
+    assert all(p.grad is None for p in frozen.values())
+    assert all(torch.equal(p, before[n]) for n, p in frozen.items()), "a frozen parameter moved"
+    assert all(p.grad is not None for p in model.heads.parameters())
+
+
 @control("TAPE-14", what="requires_grad_(False) does not freeze a parameter: it keeps "
                          "requiring grad")
 def requires_grad_false_is_ignored(mp):
     mp.setattr(torch.Tensor, "requires_grad_", lambda self, requires_grad=True: self)
+
+
+@control("TAPE-14", what="a module's requires_grad_(False) freezes its own parameters only, not "
+                         "those of its submodules")
+def module_freezes_only_its_own_parameters(mp):
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters(recurse=False):
+            p.requires_grad_(requires_grad)
+        return self
+    mp.setattr(nn.Module, "requires_grad_", requires_grad_)

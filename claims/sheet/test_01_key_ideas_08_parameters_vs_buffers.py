@@ -12,6 +12,12 @@ torch.save(model), its module file is renamed (a refactor), and torch.load fails
 holds the module's import path and the class's qualified name, not a file path; and since torch
 2.6 torch.load defaults to weights_only=True, which refuses whole-model pickles even when
 nothing moved. Both are recorded.
+
+Each claim is also checked on a realistic model: SAVE-01 and SAVE-02 on every batch norm of
+support.lab.nested's model (two to five levels down, inside an nn.ModuleList and an
+nn.ModuleDict) and on the buffer of its own that one of its stages holds at depth; SAVE-04 on a
+nested model pickled from the temporary package (blocks in a ModuleList, a head in a
+ModuleDict, a buffer of the top module), variant ``model=nested`` beside ``model=notes``.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _NormBase
 
 from support.harness.controls import control
+from support.lab.nested import D_IN, depth, modules_of, nested_model
 
 
 def _reregister(mp, names, as_parameters: bool):
@@ -63,16 +70,52 @@ MODULE_SOURCE = textwrap.dedent('''
 ''')
 
 
+NESTED_SOURCE = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class Block(nn.Module):
+        def __init__(self, d_in, d_out):
+            super().__init__()
+            self.linear = nn.Linear(d_in, d_out)
+            self.norm = nn.BatchNorm1d(d_out)
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(torch.relu(self.norm(self.linear(x))))
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.ModuleList([Block(3, 4), Block(4, 4)])
+            self.heads = nn.ModuleDict({"main": nn.Linear(4, 1)})
+            self.register_buffer("scale", torch.tensor(2.0))
+
+        def forward(self, x):
+            for block in self.body:
+                x = block(x)
+            return self.heads["main"](x) * self.scale
+''')
+
+# the notes' two-layer model and a nested one: (module source, the model's class, every class
+# of the suite's own that its pickle must name)
+SOURCES = {"notes": (MODULE_SOURCE, "TinyNet", ("TinyNet",)),
+           "nested": (NESTED_SOURCE, "Net", ("Net", "Block"))}
+
+
 PACKAGE = "savetest_pkg"
 
 
-@pytest.fixture
-def temp_package(tmp_path, monkeypatch):
-    """A real package on sys.path defining TinyNet in savetest_pkg/models.py."""
+@pytest.fixture(params=list(SOURCES), ids=[f"model={m}" for m in SOURCES])
+def temp_package(request, tmp_path, monkeypatch):
+    """A real package on sys.path defining the model's classes in savetest_pkg/models.py."""
+    source, top, classes = SOURCES[request.param]
     pkg = tmp_path / "src" / PACKAGE
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "models.py").write_text(MODULE_SOURCE)
+    (pkg / "models.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
 
     def forget():
@@ -81,7 +124,7 @@ def temp_package(tmp_path, monkeypatch):
         importlib.invalidate_caches()
 
     forget()
-    yield pkg, forget
+    yield pkg, forget, top, classes
     forget()
 
 
@@ -105,6 +148,25 @@ def test_batchnorm_gamma_and_beta_are_parameters(claim):
     assert all(p.requires_grad for p in bn.parameters())
 
 
+@pytest.mark.claim("SAVE-01")
+def test_gamma_and_beta_of_every_batch_norm_at_any_depth_are_the_models_parameters(claim):
+    model = nested_model()
+    params = dict(model.named_parameters())
+    norms = modules_of(model, nn.BatchNorm1d)
+    own = {name: [n for n, _ in m.named_parameters()] for name, m in norms.items()}
+    missing = [f"{name}.{n}" for name, m in norms.items() for n in ("weight", "bias")
+               if params.get(f"{name}.{n}") is not getattr(m, n, None)]
+    claim.record("parameters_of_each_batch_norm", own)
+    claim.record("batch_norm_depths", {n: depth(n) for n in norms})
+    claim.record("missing_from_model_parameters", missing)
+    assert all(names == ["weight", "bias"] for names in own.values())
+    assert not missing, f"model.parameters() leaves out {missing}"
+    # so an optimizer built from model.parameters() trains every gamma and beta
+    trained = {id(p) for g in torch.optim.SGD(model.parameters(), lr=0.1).param_groups
+               for p in g["params"]}
+    assert all(id(m.weight) in trained and id(m.bias) in trained for m in norms.values())
+
+
 @control("SAVE-01", what="BatchNorm registers gamma and beta as buffers, not parameters: "
                          "parameters() returns nothing to train")
 def batchnorm_affine_as_buffers(mp):
@@ -125,18 +187,59 @@ def test_running_statistics_are_buffers_in_the_state_dict_not_in_parameters(clai
     assert all(not b.requires_grad for b in bn.buffers())
 
 
+@pytest.mark.claim("SAVE-02")
+def test_buffers_at_any_depth_are_in_the_state_dict_and_not_in_parameters(claim):
+    model = nested_model().train()
+    model(torch.randn(16, D_IN))            # move the running statistics off their defaults
+    state = model.state_dict()
+    buffers = dict(model.named_buffers())
+    params = dict(model.named_parameters())
+    # each module's own buffers, under the name the model gives them
+    own = {f"{name}.{b}" for name, m in model.named_modules() if name
+           for b, _ in m.named_buffers(recurse=False)}
+    norms = modules_of(model, nn.BatchNorm1d)
+    claim.record("buffers", sorted(buffers))
+    claim.record("buffer_depths", sorted({depth(n.rpartition(".")[0]) for n in own}))
+    claim.record("missing_from_state_dict", sorted(own - set(state)))
+    assert all([b for b, _ in m.named_buffers()]
+               == ["running_mean", "running_var", "num_batches_tracked"] for m in norms.values())
+    assert set(buffers) == own          # the batch norms' and the stage's own gain
+    assert set(state) == own | set(params), f"the state_dict leaves out {sorted(own - set(state))}"
+    assert all(torch.equal(state[k], buffers[k]) for k in own)   # their current values
+    in_params = {id(p) for p in model.parameters()}
+    assert not any(id(b) in in_params for b in buffers.values())
+    assert all(not b.requires_grad for b in buffers.values())
+
+
 @control("SAVE-02", what="BatchNorm registers running_mean and running_var as (frozen) "
                          "parameters, returned by parameters(), not as buffers")
 def running_statistics_as_parameters(mp):
     _reregister(mp, ("running_mean", "running_var"), as_parameters=True)
 
 
+@control("SAVE-02", "SAVE-05", what="state_dict() leaves out the buffers of the modules below "
+                                    "the model's children")
+def state_dict_drops_deep_buffers(mp):
+    real = nn.Module.state_dict
+
+    def state_dict(self, *args, **kwargs):
+        state = real(self, *args, **kwargs)
+        if not args and not kwargs:                # the top-level call, not a submodule's
+            for name, _ in self.named_buffers():
+                if depth(name.rpartition(".")[0]) >= 2:
+                    state.pop(name, None)
+        return state
+    mp.setattr(nn.Module, "state_dict", state_dict)
+
+
 @pytest.mark.claim("SAVE-04")
 def test_a_pickled_whole_model_breaks_when_its_module_is_moved(claim, temp_package, tmp_path):
-    pkg, forget = temp_package
-    TinyNet = importlib.import_module(f"{PACKAGE}.models").TinyNet
+    pkg, forget, top, classes = temp_package
+    Model = getattr(importlib.import_module(f"{PACKAGE}.models"), top)
     torch.manual_seed(0)
-    model = TinyNet().eval()
+    model = Model().train()
+    model(torch.randn(16, 3))           # running statistics off their defaults
+    model.eval()
     x = torch.randn(5, 3)
     expected = model(x)
     whole, weights = tmp_path / "whole.pt", tmp_path / "weights.pt"
@@ -147,6 +250,9 @@ def test_a_pickled_whole_model_breaks_when_its_module_is_moved(claim, temp_packa
         pkl = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
     claim.record('pickle_names_module', f'{PACKAGE}.models'.encode() in pkl)
     assert f"{PACKAGE}.models".encode() in pkl, "the pickle does not name the class's module"
+    named = {c: c.encode() in pkl for c in classes}
+    claim.record("pickle_names_each_class", named)
+    assert all(named.values()), "the pickle does not name every class of the model"
     claim.record("pickle_names_a_file_path", str(pkg).encode() in pkl or b"models.py" in pkl,
                  note="the reference is an import path + class name, not a file")
 
@@ -169,7 +275,7 @@ def test_a_pickled_whole_model_breaks_when_its_module_is_moved(claim, temp_packa
 
     # the state_dict survives the refactor: tensors only, the class comes from the new place
     state = torch.load(weights)
-    fresh = importlib.import_module(f"{PACKAGE}.layers").TinyNet().eval()
+    fresh = getattr(importlib.import_module(f"{PACKAGE}.layers"), top)().eval()
     fresh.load_state_dict(state)
     claim.record('state_dict_loads_after_moving', torch.equal(fresh(x), expected))
     assert moved_error == "builtins.ModuleNotFoundError", f"after the move: {moved_error}"

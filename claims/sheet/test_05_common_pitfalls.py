@@ -24,6 +24,10 @@ calls torch.cuda.manual_seed_all, observed by wrapping it) that runs everywhere,
 (same seed, same draws on the card); RNG-09 and RNG-11 need CUDA and are skipped with the
 reason without it. Non-determinism can only be shown, never refuted: runs that all agree leave
 RNG-09 and RNG-11 inconclusive, not failed.
+
+TAPE-21 and SAVE-05 are also checked on a realistic model (support.lab.nested: blocks inside an
+nn.ModuleList and an nn.ModuleDict, batch norm buffers and a buffer of its own at depth; TAPE-21
+with three optimizer parameter groups), variant ``model=nested`` beside ``model=notes``.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ from support.lab.accumulation import (
     micro_batch_grads,
 )
 from support.lab.jaxutil import attempt
+from support.lab.nested import D_IN, nested_model, param_groups
 from support.lab.nondeterminism import distinct, index_add_outputs
 from support.lab.precision import (
     F16,
@@ -82,25 +87,44 @@ print(hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest())
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
+each_model = pytest.mark.parametrize("model", ["notes", "nested"],
+                                     ids=["model=notes", "model=nested"])
+
+
+def notes_bn_model() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+
 
 @pytest.mark.claim("TAPE-21")
-def test_forgetting_zero_grad_adds_old_gradients(claim):
+@each_model
+def test_forgetting_zero_grad_adds_old_gradients(claim, model):
+    nested = model == "nested"
     torch.manual_seed(0)
-    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    x = torch.randn(16, D_IN if nested else 3)
+    y = torch.randn(16, 1)
     grads = {}
     for zero in (True, False):
-        torch.manual_seed(1)
-        model = torch.nn.Linear(3, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.0)   # lr 0: same point every step
+        if nested:
+            # eval: the same forward every step; three groups, every lr 0
+            net = nested_model(seed=1).eval()
+            opt = torch.optim.SGD(param_groups(net, lr=0.0, head_lr=0.0), lr=0.0)
+        else:
+            torch.manual_seed(1)
+            net = torch.nn.Linear(3, 1)
+            opt = torch.optim.SGD(net.parameters(), lr=0.0)   # lr 0: same point every step
         for _ in range(3):
             if zero:
                 opt.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
+            torch.nn.functional.mse_loss(net(x), y).backward()
             opt.step()
-        grads[zero] = model.weight.grad.clone()
-    ratio = (grads[False] / grads[True]).mean().item()
+        grads[zero] = {n: p.grad.clone() for n, p in net.named_parameters()}
+    cleared, kept = (torch.cat([g.flatten() for g in grads[z].values()]) for z in (True, False))
+    ratio = (kept.abs().sum() / cleared.abs().sum()).item()
     claim.check('grad_ratio_after_3_steps', ratio)
-    assert torch.allclose(grads[False], 3 * grads[True], rtol=1e-6)
+    tripled = {n: torch.allclose(grads[False][n], 3 * grads[True][n], rtol=1e-6)
+               for n in grads[True]}
+    claim.record("parameters_holding_three_gradients", sum(tripled.values()))
+    assert all(tripled.values()), f"not three gradients: {[n for n, t in tripled.items() if not t]}"
 
 
 @control("TAPE-21", what="backward() replaces each leaf's .grad instead of adding to it, so a "
@@ -114,6 +138,21 @@ def backward_replaces_old_gradients(mp):
                 node.variable.grad = None
         return real(self, *args, **kwargs)
     mp.setattr(torch.Tensor, "backward", replace)
+
+
+@control("TAPE-21", what="optimizer.zero_grad() clears the gradients of its first parameter "
+                         "group only")
+def zero_grad_clears_the_first_group_only(mp):
+    real = torch.optim.Optimizer.zero_grad
+
+    def zero_grad(self, set_to_none=True):
+        groups = self.param_groups
+        self.param_groups = groups[:1]
+        try:
+            real(self, set_to_none)
+        finally:
+            self.param_groups = groups
+    mp.setattr(torch.optim.Optimizer, "zero_grad", zero_grad)
 
 
 @pytest.mark.claim("JIT-23")
@@ -294,11 +333,15 @@ def test_cudnn_benchmark_mode_may_change_the_bits_between_runs(claim):
 
 
 @pytest.mark.claim("SAVE-05")
-def test_a_state_dict_holds_only_tensors_and_needs_the_class_to_rebuild(claim, tmp_path):
+@each_model
+def test_a_state_dict_holds_only_tensors_and_needs_the_class_to_rebuild(claim, tmp_path, model):
+    nested = model == "nested"
+    build = (lambda seed: nested_model(seed=seed)) if nested else (lambda seed: notes_bn_model())
+    d_in = D_IN if nested else 3
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+    model = build(0)
     model.train()
-    model(torch.randn(16, 3))           # move the running statistics off their defaults
+    model(torch.randn(16, d_in))        # move the running statistics off their defaults
     model.eval()
     path = tmp_path / "sd.pt"
     torch.save(model.state_dict(), path)
@@ -308,9 +351,12 @@ def test_a_state_dict_holds_only_tensors_and_needs_the_class_to_rebuild(claim, t
     claim.check('value_types', types)
     assert isinstance(state, OrderedDict) and types == ["Tensor"]
     assert not callable(state)          # no forward: the architecture is not in the file
+    tensors = set(dict(model.named_parameters())) | set(dict(model.named_buffers()))
+    claim.record("tensors_not_in_the_state_dict", sorted(tensors - set(state)))
+    assert set(state) == tensors, "the state_dict does not hold every parameter and buffer"
 
-    x = torch.randn(5, 3)
-    rebuilt = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+    x = torch.randn(5, d_in)
+    rebuilt = build(1)
     rebuilt.load_state_dict(state)
     rebuilt.eval()
     assert torch.equal(rebuilt(x), model(x))
