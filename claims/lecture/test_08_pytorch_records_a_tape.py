@@ -246,9 +246,6 @@ def test_backward_twice_holds_exactly_twice_the_gradient(claim):
     ratio = (W.grad / first).mean().item()
     claim.check('ratio', ratio)
     assert torch.equal(W.grad, 2 * first)
-    # the freed graph cannot be walked a second time
-    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        loss.backward()
 
 
 @control("TAPE-06", "TAPE-07", "TAPE-20", "TAPE-22",

@@ -129,8 +129,8 @@ def test_pytorch_supports_float64_on_cpu(claim, how):
     assert (torch.tensor(1.0, dtype=torch.float64) + 1e-12).item() != 1.0
 
 
-@control("DTYPE-04", what="PyTorch adds float64 tensors in float32 and casts the result back: "
-                          "float64 in name only")
+@control("DTYPE-04", "DTYPE-08", what="PyTorch adds float64 tensors in float32 and casts the "
+                                      "result back: float64 in name only")
 def float64_added_in_float32(mp):
     real = torch.Tensor.__add__
     mp.setattr(torch.Tensor, "__add__", lambda self, other: real(self.float(), other).double()
@@ -160,6 +160,8 @@ def test_two_float32_scalars_cost_7_5e_8(claim, net, figure):
         claim.check("careless_rel_error", rel,
                     note="protocol §5: no code prints 1.25e-7; every element is ~1e-6 off "
                          "because the residual is only -0.0377")
+        # "..., which is float32 epsilon to two figures": the clause about this figure
+        claim.record("careless_rel_error in float32 eps", rel / _float32_eps())
     else:
         claim.check("fixed_abs_error", toy.max_abs_diff(toy.torch_gradient(net), hand))
         claim.record("fixed_abs_error, torch's W x summed by halving",
@@ -185,20 +187,30 @@ def test_every_downstream_tensor_reports_float64(claim, net):
 
 
 @pytest.mark.claim("DTYPE-08")
-def test_an_error_near_1e_7_is_float32s_fingerprint(claim, net):
+def test_a_discrepancy_near_1e_7_is_float32s_fingerprint(claim, net):
     _, rel = careless_errors(net)
     hand = toy.hand_gradient(net.params, net.x, net.y)
     fixed = toy.torch_gradient(net)
     fixed_rel = max(float(np.max(np.abs((fixed[k] - hand[k]) / hand[k]))) for k in hand)
     eps = _float32_eps()
-    claim.check('float32_eps', eps, note="measured: the spacing of torch's float32 at 1.0")
-    claim.record("careless_rel_error", rel)
-    claim.record("careless_rel_error_in_eps", rel / eps)
-    claim.record("float64_rel_error_in_eps", fixed_rel / eps)
-    # the fingerprint: the error of the float32 scalars is within an order of magnitude of
-    # float32's eps, while the same gradient in float64 is a million times and more below it
-    assert 0.1 <= rel / eps <= 10, f"the careless error is {rel / eps:.3g} float32 eps"
-    assert fixed_rel / eps < 1e-6, f"the float64 error is {fixed_rel / eps:.3g} float32 eps"
+    claim.record("float32_eps", eps, note="measured: the spacing of torch's float32 at 1.0")
+    claim.check("float32 eps, order of magnitude", float(np.log10(eps)))
+    claim.record("careless_rel_error", rel, note="DTYPE-06's figure, decided there")
+    claim.check("careless relative error in float32 eps", rel / eps)
+    claim.check("fixed relative error in float32 eps", fixed_rel / eps,
+                note=f"the same gradient with the two scalars float64: {fixed_rel:.3g}")
+
+
+@control("DTYPE-08", moves=["float32 eps, order of magnitude"],
+         what="torch's float32 keeps bfloat16's 8-bit significand: every float32 sum rounds "
+              "to bfloat16, so float32's epsilon is 7.8e-3, not near 1e-7")
+def float32_sums_round_to_bfloat16(mp):
+    real = torch.Tensor.__add__
+
+    def add(self, other):
+        out = real(self, other)
+        return out.to(torch.bfloat16).to(torch.float32) if out.dtype == torch.float32 else out
+    mp.setattr(torch.Tensor, "__add__", add)
 
 
 @pytest.mark.claim("DTYPE-09")
@@ -234,9 +246,8 @@ def test_jax_warns_only_for_explicit_float64_and_truncates(claim):
     claim.check('dtype', str(a.dtype))
     claim.record("warning", msgs[0] if msgs else "")
     assert a.dtype == jnp.float32
-    # JAX 0.4 writes "dtype float64 requested", 0.10 "requested dtype float64"
-    assert len(msgs) == 1 and "Explicitly requested dtype" in msgs[0] and "float64" in msgs[0] \
-        and "truncated" in msgs[0]
+    # "JAX warns": one warning from the call (its wording the notes do not quote)
+    assert len(msgs) == 1
 
 
 @pytest.mark.claim("DTYPE-11")
