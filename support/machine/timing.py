@@ -327,6 +327,24 @@ class Estimate:
                         kind=self.kind)
 
 
+def median_of(estimates: list[Estimate]) -> Estimate:
+    """The median of statistics of independent comparisons ("most of the workloads": JIT-01),
+    resampled as they are: each replicate the median of the statistics' own replicates."""
+    lengths = {len(e.boot) for e in estimates}
+    if len(lengths) != 1:
+        raise ValueError(f"the estimates have different numbers of replicates: {lengths}")
+    paired = None
+    if all(e.paired is not None for e in estimates):
+        paired = (float(np.median([e.paired[0] for e in estimates])),
+                  float(np.median([e.paired[1] for e in estimates])))
+    return Estimate("median of " + ", ".join(e.label for e in estimates),
+                    float(np.median([e.value for e in estimates])),
+                    np.median(np.stack([e.boot for e in estimates]), axis=0),
+                    min(e.rounds for e in estimates),
+                    np.median(np.stack([e.lows for e in estimates]), axis=0), paired,
+                    kind=estimates[0].kind)
+
+
 def median_interval(ratios: np.ndarray) -> tuple[float, float]:
     """The 95 % interval of the median of the rounds' ratios (order statistics, the sign
     test's ranks; the whole range under 6 rounds).

@@ -382,3 +382,21 @@ def test_settle_decides_a_ratio_on_its_bound_rarely_however_often_it_looks(
     outcomes = [_settle_on_the_bound(rng, statistic, clock) for _ in range(runs)]
     holds = outcomes.count("within") / runs
     assert holds <= 0.05, (statistic, {o: outcomes.count(o) for o in set(outcomes)})
+
+
+def test_the_median_of_independent_estimates_resamples_each_replicate():
+    """JIT-01's "usually": the median of three speedups, each replicate the median of the
+    three replicates, so one workload's wide interval cannot decide it alone."""
+    from support.machine.timing import Estimate, median_of
+    rng = np.random.default_rng(0)
+    ests = [Estimate(n, v, v * rng.uniform(0.9, 1.1, 1000), 30)
+            for n, v in (("a", 0.8), ("b", 1.6), ("c", 5.0))]
+    med = median_of(ests)
+    assert med.value == 1.6
+    lo, hi = med.interval
+    assert 1.44 <= lo < 1.6 < hi <= 1.76         # b's interval: a and c lie far from it
+    wide = Estimate("c", 5.0, np.concatenate([np.full(500, 0.1), np.full(500, 9.0)]), 30)
+    lo, hi = median_of([ests[0], ests[1], wide]).interval
+    assert lo >= 0.8 * 0.9 and hi <= 1.6 * 1.1   # still bracketed by the other two
+    with pytest.raises(ValueError, match="numbers of replicates"):
+        median_of([ests[0], Estimate("d", 1.0, np.ones(10), 3)])
