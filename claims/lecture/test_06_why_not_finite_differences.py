@@ -14,6 +14,7 @@ from support.lab import toy
 from support.lab.jaxutil import x64
 from support.lab.perturb import retraced
 from support.lab.properties import EPS64
+from support.rules import tolerances
 
 
 def _tanh_derivative_scaled(mp, factor: float) -> None:
@@ -142,30 +143,35 @@ class _TanhWrongDerivative(torch.autograd.Function):
 
 
 @pytest.mark.claim("AD-12")
+def test_central_differences_need_two_forward_passes_per_parameter(claim):
+    """"It needs two forward passes per parameter": what torch's central-difference Jacobian
+    costs, counted as the number of parameters grows (3 and 10 hidden units)."""
+    small, large = toy.draw(hidden=3), toy.draw(hidden=10)
+    per_parameter = ((_gradcheck_evaluations(large) - _gradcheck_evaluations(small))
+                     / (large.n_params - small.n_params))
+    claim.check("evaluations per parameter", per_parameter,
+                note=f"torch.autograd.gradcheck, from {small.n_params} to {large.n_params} "
+                     "parameters")
+
+
+@pytest.mark.claim("AD-12")
 def test_central_difference_error_is_v_shaped_in_the_step(claim, net):
+    """"It is not exact, because it trades two errors against each other": too large a step
+    and truncation, too small and round-off; the error against the step is a V."""
     steps, errs = toy.fd_errors(net)
     i = int(np.argmin(errs))
     claim.record("steps", steps.tolist(), note="logspace(-1, -13, 40), central differences on W[0,0]")
     claim.record("errors", errs.tolist())
-    claim.check('n_steps', len(steps))
-    left, right = errs[:i].max() / errs[i], errs[i + 1:].max() / errs[i]
-    claim.record("rise_large_h", left)
-    claim.record("rise_small_h", right)
-    # an interior minimum with the error climbing >= 100x on both sides (truncation vs round-off)
-    assert 0 < i < len(steps) - 1
-    assert left >= 100 and right >= 100
-    # two evaluations per parameter: what torch's central-difference Jacobian costs, counted
-    # as the number of parameters grows (3 and 10 hidden units)
-    small, large = toy.draw(hidden=3), toy.draw(hidden=10)
-    per_parameter = ((_gradcheck_evaluations(large) - _gradcheck_evaluations(small))
-                     / (large.n_params - small.n_params))
-    claim.record("evaluations per parameter (torch.autograd.gradcheck)", per_parameter,
-                 note=f"from {small.n_params} to {large.n_params} parameters")
-    assert per_parameter == 2, f"{per_parameter:g} evaluations per parameter, not 2"
+    claim.record("best step", float(steps[i]))
+    claim.check("n_steps", len(steps))
+    # from the minimum toward each end of the range (1 where the minimum is that end)
+    claim.check("rise toward large steps (truncation)", float(errs[:i + 1].max() / errs[i]))
+    claim.check("rise toward small steps (round-off)", float(errs[i:].max() / errs[i]))
 
 
 @control("AD-12", "AD-17", what="torch's finite differences are one-sided, (f(x + h) - f(x)) / h: "
-                                "one evaluation per parameter")
+                                "one evaluation per parameter",
+         moves=("evaluations per parameter",))
 def one_sided_differences(mp):
     import importlib
     gc = importlib.import_module("torch.autograd.gradcheck")
@@ -182,6 +188,22 @@ def one_sided_differences(mp):
         return tuple(((b - a) / norm_v).detach().reshape(-1)
                      for a, b in zip(base[key][1], outb))
     mp.setattr(gc, "_compute_numerical_gradient", forward_difference)
+
+
+@control("AD-12", what="NumPy's tanh is its tangent line at the toy network's point (the same "
+                       "value and slope there): the loss is then quadratic in each weight, a "
+                       "central difference has no truncation error, and only round-off is left")
+def tanh_linear_at_the_point(mp):
+    t = toy.draw()
+    z0 = t.W @ t.x + t.b
+    real = np.tanh
+    a0 = real(z0)
+
+    def tangent(z, *args, **kwargs):
+        if args or kwargs or np.shape(z) != z0.shape:
+            return real(z, *args, **kwargs)
+        return a0 + (1 - a0 * a0) * (np.asarray(z) - z0)
+    mp.setattr(np, "tanh", tangent)
 
 
 @pytest.mark.claim("AD-15")
@@ -320,6 +342,21 @@ def gradient_by_forward_mode(mp):
     mp.setattr(jax, "grad", jax_grad)
 
 
+def _best_central_difference(net, loss) -> tuple[float, float]:
+    """(error, step) of the best of the protocol's forty central differences on W[0,0] of
+    ``loss(params)``, a float64 loss of the toy network ``net``, against the hand gradient."""
+    exact = toy.hand_gradient(net.params, net.x, net.y)["W"][0, 0]
+    errs = []
+    for h in toy.FD_STEPS:
+        plus = {k: np.array(v, dtype=np.float64, copy=True) for k, v in net.params.items()}
+        minus = {k: np.array(v, dtype=np.float64, copy=True) for k, v in net.params.items()}
+        plus["W"][0, 0] += h
+        minus["W"][0, 0] -= h
+        errs.append(abs((loss(plus) - loss(minus)) / (2 * h) - exact))
+    i = int(np.argmin(errs))
+    return float(errs[i]), float(toy.FD_STEPS[i])
+
+
 @pytest.mark.claim("AD-14")
 def test_best_central_difference_is_four_orders_worse_than_autodiff(claim, net):
     steps, errs = toy.fd_errors(net)
@@ -333,11 +370,25 @@ def test_best_central_difference_is_four_orders_worse_than_autodiff(claim, net):
     # above 1e-9 (the registry's bounds)
     claim.check('best_error', float(errs[i]))
     claim.check('best_h', float(steps[i]))
+    # the minimum is round-off: the same differences of torch's and JAX's float64 loss, which
+    # differ from NumPy's only in rounding, bottom out elsewhere (the reach below)
+    with x64():
+        for name, loss in (
+                ("torch", lambda p: toy.torch_loss(p, net.x, net.y)[0].item()),
+                ("JAX", lambda p: float(toy.jax_loss(*toy.jax_args(p, net.x, net.y))))):
+            error, h = _best_central_difference(net, loss)
+            claim.record(f"best central difference of {name}'s float64 loss", error,
+                         note=f"at h = {h:.3g}, {np.log10(error / errs[i]):+.2f} orders from "
+                              f"NumPy's {errs[i]:.4g}")
     # "four orders of magnitude": a count of orders, log10 of the ratio, compared additively
-    # (half an order either way); at least three orders is the qualitative claim (bound)
-    claim.check('orders_worse_than_autodiff', float(np.log10(errs[i] / autodiff)),
-                note=f"log10(best central difference {errs[i]:.3g} / autodiff error "
-                     f"{autodiff:.3g}, the worse of torch and JAX against the hand gradient)")
+    # (what rounds to it); at least three orders is the qualitative claim (bound); decided
+    # only beyond how far rounding alone moves the best central difference
+    orders = float(np.log10(errs[i] / autodiff))
+    reach = tolerances.within_reach(orders, "orders:best central difference")
+    claim.check('orders_worse_than_autodiff', orders, interval=reach["interval"],
+                note=f"log10(best central difference {errs[i]:.4g} / autodiff error "
+                     f"{autodiff:.4g}, the worse of torch and JAX against the hand gradient); "
+                     + reach["note"])
 
 
 @pytest.mark.claim("AD-13")

@@ -8,8 +8,13 @@ claims/expectations.toml); the full reasons follow the table. The claims the run
 decide (partial, inconclusive), and those it skipped that a kept run on another machine did
 run, come after, the kept verdict labelled as that run's.
 
-``patches`` writes the corrections into the notes' own text: the quoted words of the
-located sentence replaced, the line breaks of a wrapped paragraph kept, one unified diff per
+An erratum may quote several spans (a sentence false in two places, a figure and the reason
+the next paragraph gives for it): each is found in the claim's sentence, else on the lines
+its catalogue reference (or the span's own ``source``) names, and corrected in place;
+``misquoted`` lists the spans whose words are not there.
+
+``patches`` writes the corrections into the notes' own text: every quoted span of the
+located sentences replaced, the line breaks of a wrapped paragraph kept, one unified diff per
 file, for ``patch`` or ``git apply``.
 """
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass, field
 
 from support.reports.report import plain
 from support.rules import tolerances
-from support.rules.expectations import Erratum, Expectation, erratum_of
+from support.rules.expectations import Erratum, Expectation, Span, erratum_of
 from support.rules.formatting import fmt, md_cell
 
 CORRECT = ("fails", "drift")             # the sentence is to be corrected
@@ -128,8 +133,19 @@ def measured_text(claim: dict, only_outside: bool = True) -> str:
 
 # --------------------------------------------------------------------------- corrections
 @dataclass
+class Place:
+    """Where one span of an erratum stands in the notes (nowhere: ``offsets`` None)."""
+
+    span: Span
+    sentence: int | None = None
+    offsets: tuple[int, int] | None = None     # the quoted words' offsets in the file's text
+    line: int | None = None
+
+
+@dataclass
 class Correction:
-    """One claim's correction (or the lack of one) of one sentence."""
+    """One claim's correction (or the lack of one) of its sentence: every span its erratum
+    quotes, each placed in the notes."""
 
     claim: dict
     verdict: str
@@ -137,14 +153,24 @@ class Correction:
     known: list[Expectation]         # the entries its variants' verdicts are known by
     erratum: Erratum | None
     document: str = ""
-    sentence: int | None = None      # the sentence holding the quoted words (or the claim's)
-    span: tuple[int, int] | None = None   # the quoted words' offsets in the file's text
+    sentence: int | None = None      # the sentence of the first quoted span (or the claim's)
     line: int | None = None
+    places: list[Place] = field(default_factory=list)   # one per span of the erratum
     problem: str = ""                # why it cannot be applied to the text
 
     @property
     def id(self) -> str:
         return self.claim["id"]
+
+    @property
+    def placed(self) -> list[Place]:
+        """The spans found in the notes, which the patch corrects."""
+        return [p for p in self.places if p.offsets]
+
+    @property
+    def sentences(self) -> set[int]:
+        """The sentences its spans edit."""
+        return {p.sentence for p in self.placed}
 
     def figures(self) -> str:
         """The measured figures the correction rests on, at a precision that tells apart
@@ -236,13 +262,46 @@ def _place(corr: Correction, docs: dict, locations: dict) -> None:
     if corr.erratum is None:
         corr.problem = "no correction is written for this verdict (claims/expectations.toml)"
         return
-    hit = find_quote(notes, loc, corr.claim.get("source", ""), corr.erratum.quote)
-    if hit is None:
-        corr.problem = (f"the words \"{corr.erratum.quote}\" are not in its sentence any more "
-                        "(corrected already, or edited): correct it by hand")
-        return
-    corr.sentence, corr.span = hit
-    corr.line = notes.sentences[hit[0]].line
+    corr.places = []
+    for span in corr.erratum.spans:
+        hit = find_quote(notes, loc, span.source or corr.claim.get("source", ""), span.quote)
+        corr.places.append(Place(span) if hit is None else
+                           Place(span, hit[0], hit[1], notes.sentences[hit[0]].line))
+    if corr.placed:
+        corr.sentence, corr.line = corr.placed[0].sentence, corr.placed[0].line
+    lost = [p.span.quote for p in corr.places if not p.offsets]
+    if lost:
+        corr.problem = (", ".join(f"the words \"{q}\"" for q in lost)
+                        + f" {'are' if len(lost) == 1 else 'are each'} not in its sentence any "
+                        "more (corrected already, or edited): correct "
+                        + ("it" if len(lost) == 1 else "them") + " by hand")
+
+
+def misquoted(expectations: list[Expectation], registry: dict, docs: dict) -> list[str]:
+    """Every span of an erratum whose quoted words are not where they should be (its claim's
+    sentence, the lines the claim's catalogue reference names, or the span's own ``source``)
+    in the notes ``docs`` ({document: Notes}), one sentence each: the check of
+    claims/expectations.toml against the notes. A document not given is not checked."""
+    from support.notes.locate import locate_docs
+    locs = {loc.id: loc for loc in locate_docs(registry, docs)}
+    out = []
+    for e in expectations:
+        claim = registry.get(e.id)
+        if e.erratum is None or claim is None or claim.document not in docs:
+            continue
+        loc = locs.get(e.id)
+        for span in e.erratum.spans:
+            where = span.source or claim.source
+            if loc is None or loc.sentence is None:
+                out.append(f"{e.label()}: its sentence is not in the notes given "
+                           f"({loc.status if loc else 'not located'}), so \"{span.quote}\" "
+                           "cannot be placed")
+            elif find_quote(docs[claim.document], loc, where, span.quote) is None:
+                out.append(f"{e.label()}: the erratum quotes \"{span.quote}\", which is not in "
+                           f"its sentence (line {loc.line}) nor on the lines {where} names: "
+                           "quote the words as the notes print them (’, ×, ⁻ included), or "
+                           "give the span the source of the line that holds them")
+    return out
 
 
 # --------------------------------------------------------------------------- the patch
@@ -261,18 +320,20 @@ def _rewrapped(matched: str, correction: str) -> str:
 
 
 def corrected_text(text: str, corrs: list[Correction]) -> tuple[str, list[str]]:
-    """The file's text with every applicable correction made, and what could not be."""
-    todo = sorted((c for c in corrs if c.span), key=lambda c: c.span[0])
+    """The file's text with every span of every applicable correction corrected, and what
+    could not be."""
+    todo = sorted(((c.id, p) for c in corrs for p in c.placed), key=lambda t: t[1].offsets)
     problems, keep, end = [], [], -1
-    for c in todo:
-        if c.span[0] < end:
-            problems.append(f"{c.id}: its quoted words overlap another correction's")
+    for cid, p in todo:
+        if p.offsets[0] < end:
+            problems.append(f"{cid}: its quoted words \"{p.span.quote}\" overlap another "
+                            "correction's")
             continue
-        keep.append(c)
-        end = c.span[1]
-    for c in reversed(keep):
-        a, b = c.span
-        text = text[:a] + _rewrapped(text[a:b], c.erratum.correction) + text[b:]
+        keep.append(p)
+        end = p.offsets[1]
+    for p in reversed(keep):
+        a, b = p.offsets
+        text = text[:a] + _rewrapped(text[a:b], p.span.correction) + text[b:]
     return text, problems
 
 
@@ -329,18 +390,28 @@ def environment_text(env: dict) -> str:
             + f"), suite {str(env.get('suite_commit') or '?')[:10]}")
 
 
+def spans_text(corr: Correction, which: str, line: int | None = None) -> str:
+    """The erratum's spans quoted (``which``: "quote" or "correction"), one after another,
+    each on a line other than ``line`` named by its line: “a”; line 183: “b”."""
+    places = corr.places or [Place(s) for s in corr.erratum.spans]
+    return "; ".join((f"line {p.line}: " if p.line and line and p.line != line else "")
+                     + f"“{getattr(p.span, which)}”" for p in places)
+
+
 def _cells(e: Entry) -> list[str]:
     def each(fn):
         parts = [fn(c) for c in e.corrections]
         return "<br>".join(p for p in parts if p) or "-"
 
     def said(c):
-        return f"“{c.erratum.quote}”" if c.erratum else f"(the claim: {c.claim.get('paraphrase', '')})"
+        if c.erratum is None:
+            return f"(the claim: {c.claim.get('paraphrase', '')})"
+        return spans_text(c, "quote", e.line)
 
     def should(c):
         if c.erratum is None:
             return "none written yet: a verdict not known to claims/expectations.toml"
-        return f"“{c.erratum.correction}”" + (f" ({c.problem})" if c.problem else "")
+        return spans_text(c, "correction", e.line) + (f" ({c.problem})" if c.problem else "")
 
     def found(c):
         return c.erratum.finding if c.erratum else "An unexpected " + c.verdict + "; see below."

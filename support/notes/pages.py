@@ -93,8 +93,13 @@ def _correction(corr) -> str:
         return (f"<p><b>suggested correction:</b> none written yet ({_e(corr.verdict)} "
                 "not known to claims/expectations.toml)</p>")
     e = corr.erratum
+    places = corr.places or [errata.Place(s) for s in e.spans]
+    fixes = "<br>".join(
+        (f"<span class='m'>line {p.line}:</span> " if p.line and p.line != corr.line else "")
+        + f"<del>{tex.render(p.span.quote)}</del> &rarr; <ins>{tex.render(p.span.correction)}</ins>"
+        for p in places)
     return (f"<p><b>found:</b> {_e(e.finding)}</p><p class='fix'><b>suggested correction:</b> "
-            f"<del>{tex.render(e.quote)}</del> &rarr; <ins>{tex.render(e.correction)}</ins>"
+            f"{'<br>' if len(places) > 1 else ''}{fixes}"
             f"{(' <span class=m>(' + _e(corr.problem) + ')</span>') if corr.problem else ''}</p>")
 
 
@@ -381,6 +386,7 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
     return {"pages": written, "errata": out / "errata.md", "notes": out / "notes.json",
             "patches": [out / p for p in patched.values()], "patch_problems": problems,
             "corrections": corrs, "kept": kept, "locations": locs, "summary": summary,
+            "misquoted": errata.misquoted(expectations, registry, docs),
             "figures": why_no_figs or len(figs)}
 
 
@@ -417,6 +423,11 @@ def run(command: str, args) -> int:
             print(f"  {corr.id:<9} {corr.problem}")
     for problem in res["patch_problems"]:
         print(f"  {problem}")
+    if res["misquoted"]:
+        print(f"claims/expectations.toml: {len(res['misquoted'])} quoted span(s) not found in "
+              "these notes:")
+        for problem in res["misquoted"]:
+            print(f"  {problem}")
     print("written: " + ", ".join(str(p) for p in [*res["pages"], res["errata"], res["notes"],
                                                    *res["patches"]])
           + (f" (figures: {res['figures']})" if res["figures"] else ""))

@@ -4,6 +4,7 @@ the failure it expects, keyed by variant and framework version where that matter
 correction it suggests for the sentence (``erratum``)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,46 +23,103 @@ EXPECTATIONS = CLAIMS / "expectations.toml"
 
 
 @dataclass(frozen=True)
-class Erratum:
-    """The correction a known fails or drift suggests for its sentence, written once beside
-    the verdict: the words of the sentence that are wrong (``quote``, as the notes print
-    them), the words to put instead (``correction``), one plain sentence of what was found
-    (``finding``) and the figures to show beside it (``show``; by default the entry's
-    ``measurement``)."""
+class Span:
+    """Words of the notes that are wrong (``quote``, as the notes print them) and the words
+    to put instead (``correction``). ``source`` names the line(s) that hold the quote where
+    they are not the claim's own ("L:183": the reason given for a table's figure, in the
+    paragraph under it)."""
 
     quote: str
     correction: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Erratum:
+    """The correction a known fails or drift suggests for its sentence, written once beside
+    the verdict: every span of the notes' words that is wrong, each with the words to put
+    instead (``spans``, in the order the notes print them), one plain sentence of what was
+    found (``finding``) and the figures to show beside it (``show``; by default the entry's
+    ``measurement``). A sentence false in one place has one span, written
+    ``{ quote = ..., correction = ..., finding = ... }``; one false in several places lists
+    them: ``{ spans = [{ quote = ..., correction = ... }, ...], finding = ... }``."""
+
+    spans: tuple[Span, ...]
     finding: str
     show: tuple = ()
 
 
-ERRATUM_FIELDS = ("quote", "correction", "finding", "show")
+ERRATUM_FIELDS = ("quote", "correction", "finding", "show", "spans", "source")
+SPAN_FIELDS = ("quote", "correction", "source")
 FINDING_MAX = 320        # a table cell of a sentence or two
+# a span's lines, as a catalogue reference names them: "L:183", "S:12-14", "L:71,73"
+SPAN_SOURCE = re.compile(r"^[LS]:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+_FORM = ("erratum = { quote = ..., correction = ..., finding = ... }, or with several "
+         "spans: erratum = { spans = [{ quote = ..., correction = ... }, ...], finding = ... }")
+
+
+def _span(where: str, raw, errors: list) -> Span | None:
+    if not isinstance(raw, dict):
+        errors.append(f"{where}: a span is a table {{ quote = ..., correction = ... }}, not "
+                      f"{raw!r}")
+        return None
+    unknown = set(raw) - set(SPAN_FIELDS)
+    if unknown:
+        errors.append(f"{where}: unknown span field(s) {sorted(unknown)}")
+    empty = [k for k in SPAN_FIELDS[:2] if not isinstance(raw.get(k), str) or not raw[k].strip()]
+    if empty:
+        errors.append(f"{where}: the erratum needs {', '.join(empty)} (the wrong words as "
+                      "printed, the words to put instead)")
+        return None
+    if raw["quote"].split() == raw["correction"].split():
+        errors.append(f"{where}: the erratum's correction repeats its quote "
+                      f"\"{raw['quote']}\"")
+    source = raw.get("source", "")
+    if source and not (isinstance(source, str) and SPAN_SOURCE.match(source)):
+        errors.append(f"{where}: a span's source names the notes' line(s) that hold its "
+                      f"quote, as \"L:183\" or \"S:12-14\", not {source!r}")
+        source = ""
+    return Span(raw["quote"], raw["correction"], source)
 
 
 def _erratum(where: str, raw, errors: list) -> Erratum | None:
     if not isinstance(raw, dict):
-        errors.append(f"{where}: erratum must be a table {{ quote = ..., correction = ..., "
-                      "finding = ... }")
+        errors.append(f"{where}: erratum must be a table: {_FORM}")
         return None
     unknown = set(raw) - set(ERRATUM_FIELDS)
     if unknown:
         errors.append(f"{where}: unknown erratum field(s) {sorted(unknown)}")
-    text = {k: raw.get(k) for k in ERRATUM_FIELDS[:3]}
-    empty = [k for k, v in text.items() if not isinstance(v, str) or not v.strip()]
-    if empty:
-        errors.append(f"{where}: the erratum needs {', '.join(empty)} (the wrong words as "
-                      "printed, the words to put instead, what was found)")
+    finding = raw.get("finding")
+    if "spans" in raw:
+        mixed = [k for k in SPAN_FIELDS if k in raw]
+        if mixed:
+            errors.append(f"{where}: an erratum with spans keeps {', '.join(mixed)} in its "
+                          f"spans: {_FORM}")
+        items = raw["spans"]
+        if not isinstance(items, list) or not items:
+            errors.append(f"{where}: spans is a list of one or more {{ quote = ..., "
+                          "correction = ... }")
+            items = []
+        spans = [_span(f"{where} span {i + 1}", s, errors) for i, s in enumerate(items)]
+    else:
+        spans = [_span(where, {k: raw[k] for k in SPAN_FIELDS if k in raw}, errors)]
+    if not isinstance(finding, str) or not finding.strip():
+        errors.append(f"{where}: the erratum needs finding (what was found, in a sentence)")
         return None
-    if text["quote"].split() == text["correction"].split():
-        errors.append(f"{where}: the erratum's correction repeats its quote")
-    if len(text["finding"]) > FINDING_MAX:
-        errors.append(f"{where}: the erratum's finding is {len(text['finding'])} characters; "
+    if len(finding) > FINDING_MAX:
+        errors.append(f"{where}: the erratum's finding is {len(finding)} characters; "
                       f"say it in a sentence or two (at most {FINDING_MAX}), the reason holds "
                       "the rest")
+    quotes = [s.quote for s in spans if s is not None]
+    twice = sorted({q for q in quotes if quotes.count(q) > 1})
+    if twice:
+        errors.append(f"{where}: the erratum quotes {twice} more than once; a span is "
+                      "found by its quote, so quote enough words to tell the places apart")
+    if None in spans or not spans:
+        return None
     show = raw.get("show", ())
     show = (show,) if isinstance(show, str) else tuple(show)
-    return Erratum(text["quote"], text["correction"], text["finding"], show)
+    return Erratum(tuple(spans), finding, show)
 
 
 @dataclass

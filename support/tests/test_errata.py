@@ -1,8 +1,9 @@
 """The errata, the patch of the notes, and kept GPU evidence reaching the reader.
 
 On copies of the CI notes (``../shared/notes``; skipped with the reason where they are
-absent): every correction written in claims/expectations.toml quotes words of its claim's
-sentence; applied to a copy, every claim is still located, the corrected sentences as
+absent): every span of every correction written in claims/expectations.toml quotes words of
+its claim's sentence (or of the lines the span names), and a quote that is not there is
+refused; applied to a copy, every claim is still located, the corrected sentences as
 ``changed``; the patch ``python -m support notes --patch`` writes applies with ``patch``
 (or ``git apply``). The errata read as a list of corrections, not a log. A kept run made
 here for the test (never one in claims/history/) stands for a GPU machine's: its verdicts
@@ -21,7 +22,8 @@ import pytest
 
 from support.notes import errata, locate as notes, pages
 from support.reports import kept as kept_runs, report as report_mod
-from support.rules.expectations import load_expectations
+from support.rules.expectations import Erratum, Expectation, Span, load_expectations
+from support.rules.registry import RegistryError
 from support.tests.test_html_report import _browser, _render
 from support.tests.test_notes import FILES, NOTES, _report, _variant
 
@@ -76,15 +78,109 @@ def _claims_on(registry, docs, sentences: set) -> set[str]:
             if c.document == d and docs[d].sentences[i].exact == c.fingerprint[:8]}
 
 
+# --------------------------------------------------------------------------- the erratum's form
+_FAILS = '[[expect]]\nid = "JIT-18"\nverdict = "fails"\nmeasurement = "eager/jit"\nreason = "r"\n'
+
+
+def _load(tmp_path, registry, erratum: str):
+    (tmp_path / "e.toml").write_text(_FAILS + erratum + "\n", encoding="utf-8")
+    return load_expectations(tmp_path / "e.toml", registry)
+
+
+def test_an_erratum_quotes_one_span_or_several(registry, tmp_path):
+    one = _load(tmp_path, registry, 'erratum = { quote = "a", correction = "b", finding = "f" }')
+    assert one[0].erratum == Erratum((Span("a", "b"),), "f")
+    several = _load(tmp_path, registry, 'erratum = { finding = "f", show = "eager/jit", spans = '
+                    '[{ quote = "a", correction = "b" }, { quote = "c d", correction = "e", '
+                    'source = "L:183" }] }')
+    assert several[0].erratum == Erratum((Span("a", "b"), Span("c d", "e", "L:183")), "f",
+                                         ("eager/jit",))
+
+
+@pytest.mark.parametrize("erratum,message", [
+    ('erratum = { finding = "f", spans = [] }', "spans is a list of one or more"),
+    ('erratum = { finding = "f", spans = [{ quote = "a" }] }', "span 1: the erratum needs correction"),
+    ('erratum = { finding = "f", spans = ["a -> b"] }', "a span is a table"),
+    ('erratum = { finding = "f", spans = [{ quote = "a", correction = "b", fix = "c" }] }',
+     "unknown span field"),
+    ('erratum = { finding = "f", quote = "a", spans = [{ quote = "c", correction = "d" }] }',
+     "an erratum with spans keeps quote in its spans"),
+    ('erratum = { finding = "f", spans = [{ quote = "a", correction = "b" }, '
+     '{ quote = "a", correction = "c" }] }', "quotes \\['a'\\] more than once"),
+    ('erratum = { finding = "f", spans = [{ quote = "a", correction = "b", source = "183" }] }',
+     "a span's source names the notes' line"),
+    ('erratum = { finding = "f", spans = [{ quote = "a b", correction = " a  b" }] }',
+     "repeats its quote"),
+    ('erratum = { spans = [{ quote = "a", correction = "b" }] }', "the erratum needs finding"),
+])
+def test_a_malformed_span_is_refused(registry, tmp_path, erratum, message):
+    with pytest.raises(RegistryError, match=message):
+        _load(tmp_path, registry, erratum)
+
+
 # --------------------------------------------------------------------------- the corrections
 def test_every_correction_quotes_words_of_its_claims_sentence(registry, docs, expectations):
-    """Each erratum's quote is in its claim's sentence, or on a line its catalogue reference
-    names (a caption, a table cell), so the patch can make it."""
-    locs = {loc.id: loc for loc in notes.locate_docs(registry, docs)}
-    lost = [e.label() for e in expectations if e.erratum is not None
-            and errata.find_quote(docs[registry[e.id].document], locs[e.id],
-                                  registry[e.id].source, e.erratum.quote) is None]
-    assert not lost, f"quoted words not found in the notes: {lost}"
+    """Each span of each erratum is in its claim's sentence, or on a line its catalogue
+    reference (or the span's own source) names (a caption, a table cell, the reason given
+    under a table), so the patch can make it."""
+    lost = errata.misquoted(expectations, registry, docs)
+    assert not lost, "\n  ".join(["quoted words not found in the notes:"] + lost)
+    assert sum(len(e.erratum.spans) > 1 for e in expectations if e.erratum) >= 3
+
+
+def _with_spans(expectations, cid: str, *spans: Span) -> list[Expectation]:
+    """The expectations with ``cid``'s erratum quoting ``spans`` instead."""
+    out = []
+    for e in expectations:
+        if e.id == cid and e.erratum is not None:
+            e = Expectation(e.id, e.verdict, e.reason, e.variant, e.versions, e.measurement,
+                            Erratum(spans, e.erratum.finding, e.erratum.show))
+        out.append(e)
+    return out
+
+
+FIX = "words no notes print"
+
+
+@pytest.mark.parametrize("span,why", [
+    (Span("because that is precisely what fusion removes", FIX, "L:183"), "words not printed"),
+    # the reason under the table is not on the table's lines: without its source, not found
+    (Span("because that is exactly what fusion removes", FIX), "the span's line not named"),
+    # the notes print a typographic apostrophe
+    (Span("JAX's by 4.4 × 10⁻¹⁶", FIX, "L:73"), "an ASCII apostrophe"),
+])
+def test_a_quote_not_in_the_notes_is_refused(registry, docs, expectations, span, why):
+    """Negative control of the test above: a span whose words the notes do not print where
+    the erratum says is named, with what to do, and is left out of the patch."""
+    first = next(e for e in expectations if e.id == "JIT-18" and e.erratum).erratum.spans[0]
+    changed = _with_spans(expectations, "JIT-18", first, span)
+    lost = errata.misquoted(changed, registry, docs)
+    assert len(lost) == 1 and f'quotes "{span.quote}", which is not in its sentence' in lost[0]
+    corr = next(c for c in _every_correction(registry, docs, changed) if c.id == "JIT-18")
+    assert [bool(p.offsets) for p in corr.places] == [True, False], why
+    assert span.quote in corr.problem and "correct it by hand" in corr.problem
+    text, problems = errata.corrected_text(docs["lecture"].text, [corr])
+    assert not problems and first.correction in text and span.correction not in text
+
+
+def test_a_correction_of_several_spans_corrects_each_in_its_sentence(registry, docs,
+                                                                     expectations):
+    """JIT-18 corrects the table's row and the reason L:183 gives for it; AD-13 two spans of
+    one sentence, side by side; SPLIT-07 says which figures are its build's."""
+    corrs = {c.id: c for c in _every_correction(registry, docs, expectations)}
+    lecture = docs["lecture"]
+    jit = corrs["JIT-18"]
+    assert [p.line for p in jit.places] == [175, 183] and len(jit.sentences) == 2
+    assert jit.line == 175 and not jit.problem
+    text, problems = errata.corrected_text(lecture.text, list(corrs.values()))
+    assert not problems
+    for cid in ("JIT-18", "AD-13", "SPLIT-07"):
+        for p in corrs[cid].places:
+            assert p.span.correction in text, (cid, p.span.quote)
+    for quote in ("because that is exactly what fusion removes", ", which is float64 epsilon"):
+        assert quote not in text
+    assert "twice float64 epsilon (2.2 × 10⁻¹⁶)" in text
+    assert "6.27 MPa on the notes’ build" in text
 
 
 def _every_correction(registry, docs, expectations) -> list[errata.Correction]:
@@ -101,6 +197,11 @@ def _every_correction(registry, docs, expectations) -> list[errata.Correction]:
     return out
 
 
+def _edited(corrs) -> set[tuple[str, int]]:
+    """(document, sentence) of every sentence the corrections' spans edit."""
+    return {(c.document, i) for c in corrs for i in c.sentences}
+
+
 def test_every_correction_applied_still_locates_every_claim(registry, docs, expectations,
                                                             tmp_path):
     corrs = _every_correction(registry, docs, expectations)
@@ -112,7 +213,7 @@ def test_every_correction_applied_still_locates_every_claim(registry, docs, expe
         assert not problems
         (folder / name).write_text(text, encoding="utf-8")
     locs = _located(registry, folder)
-    edited = _claims_on(registry, docs, {(c.document, c.sentence) for c in corrs})
+    edited = _claims_on(registry, docs, _edited(corrs))
     wrong = {cid: (loc.status, loc.line) for cid, loc in locs.items()
              if loc.status != ("changed" if cid in edited else "found")}
     assert not wrong and len(edited) >= 20, wrong
@@ -149,7 +250,14 @@ def test_the_errata_are_corrections_not_a_log(built, expectations):
     assert md.count("Measured with ") == 1 and "torch" in md.split("\n\n")[1]
     assert "/" not in md.splitlines()[0]                # the notes named by file name
     # the figure shown as measured, at a precision that shows the difference
-    assert "orders worse than autodiff 3.50 (notes: 4)" in md
+    assert "autodiff error 3.50 (notes: 4)" in md
+    # every span of a correction, the one on another line than the row's named by its line
+    jit = next(line for line in rows if "JIT-18 fails" in line)
+    assert ("“a 10-step iterative update via lax.fori_loop”; line 183: “because that is "
+            "exactly what fusion removes”") in jit
+    assert "line 183: “because the un-jitted function retraces" in jit
+    ad13 = next(line for line in rows if "AD-13 drift" in line)
+    assert "”; “, which is float64 epsilon”" in ad13 and "twice float64 epsilon" in ad13
     # the full reason, never cut
     for e in expectations:
         if e.id in known and e.applies(e.variant or ""):
@@ -176,15 +284,22 @@ def test_the_patch_applies_and_the_patched_notes_locate_every_claim(built, regis
     for p in res["patches"]:
         _apply(p, folder)
     locs = _located(registry, folder)
-    applied = [c for c in res["corrections"] if c.span]
-    edited = _claims_on(registry, docs, {(c.document, c.sentence) for c in applied})
+    applied = [c for c in res["corrections"] if c.placed]
+    edited = _claims_on(registry, docs, _edited(applied))
     assert {cid for cid, loc in locs.items() if loc.status == "changed"} == edited
     assert {loc.status for cid, loc in locs.items() if cid not in edited} == {"found"}
-    # the corrected words are there, one quote fewer (the same words may stand elsewhere)
+    # the corrected words are there, one quote fewer (the same words may stand elsewhere),
+    # every span of a correction of several
     text = (folder / FILES["lecture"]).read_text(encoding="utf-8")
-    ad14 = next(c for c in applied if c.id == "AD-14")
-    assert ad14.erratum.correction in text
-    assert text.count(ad14.erratum.quote) == docs["lecture"].text.count(ad14.erratum.quote) - 1
+    jit = next(c for c in applied if c.id == "JIT-18")
+    assert len(jit.placed) == len(jit.erratum.spans) == 2
+    for p in jit.placed:
+        assert p.span.correction in text
+        assert text.count(p.span.quote) == (docs["lecture"].text.count(p.span.quote) - 1
+                                            + p.span.correction.count(p.span.quote))
+    html = (out / "lecture.html").read_text(encoding="utf-8")
+    assert html.count("<del>") == sum(len(c.places) for c in res["corrections"]
+                                      if c.erratum and c.document == "lecture")
 
 
 def test_a_patch_that_is_not_the_notes_is_refused_by_patch(built, tmp_path):
@@ -194,7 +309,8 @@ def test_a_patch_that_is_not_the_notes_is_refused_by_patch(built, tmp_path):
     report, res, out = built
     folder = _copy_notes(tmp_path / "other")
     lecture = folder / FILES["lecture"]
-    lecture.write_text(re.sub(r"orders of magnitude", "orders", lecture.read_text()))
+    lecture.write_text(re.sub(r"exactly what fusion removes", "what fusion removes",
+                              lecture.read_text(encoding="utf-8")), encoding="utf-8")
     proc = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "-i",
                            str(out / "lecture.patch")], cwd=folder, capture_output=True,
                           text=True, timeout=60)
