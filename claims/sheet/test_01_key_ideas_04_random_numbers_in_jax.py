@@ -7,6 +7,7 @@ draws" (RNG-03). The lecture says the same (L:501): "JAX has no global random st
 Every random function takes a key as an argument ... Reusing a key gives the same numbers
 again"; so does the pitfall S:58.
 """
+import inspect
 import itertools
 
 import jax
@@ -24,10 +25,14 @@ def test_jax_random_has_no_global_generator(claim):
     except TypeError as err:
         drawn, refused = None, str(err)
     has_seed = hasattr(jax.random, "seed")
+    # "a pure function of an explicit key": the key is a parameter with no default
+    key = inspect.signature(jax.random.normal).parameters.get("key")
+    key_required = key is not None and key.default is inspect.Parameter.empty
     claim.record("call_without_key", refused or f"drew {drawn}")
+    claim.record("key_parameter_required", key_required)
     claim.record('module_has_seed', has_seed)
     assert refused, "jax.random.normal drew numbers without a key"
-    assert "key" in refused and not has_seed
+    assert key_required and not has_seed
 
 
 @control("RNG-01", what="jax.random keeps a hidden global generator: normal() without a key "

@@ -83,7 +83,6 @@ def test_no_grad_records_nothing_and_backward_raises(claim):
     claim.record("message", message)
     # a backward that goes through is the sentence's failure, not a crash of the test
     assert message is not None, "backward() on a result computed under no_grad raised nothing"
-    assert "does not require grad" in message
     # contrast: the same expression outside no_grad is recorded
     assert (w * 2).sum().grad_fn is not None
 
@@ -97,7 +96,7 @@ def test_no_grad_records_nothing_through_a_nested_model(claim):
         out = model(x).sum()
     claim.check('grad_fn', repr(out.grad_fn))
     assert out.grad_fn is None and not out.requires_grad
-    with pytest.raises(RuntimeError, match="does not require grad"):
+    with pytest.raises(RuntimeError):   # the sentence names the type, not the wording
         out.backward()
     assert all(p.grad is None for p in model.parameters())
     assert model(x).sum().grad_fn is not None   # contrast: outside no_grad it is recorded

@@ -37,7 +37,7 @@ from support.lab.precision import (
     scaler_vs_plain,
 )
 from support.machine import devices
-from support.rules import error_models
+from support.rules import error_models, tolerances
 
 
 def _grads(seed: int, scale: float) -> list[torch.Tensor]:
@@ -240,13 +240,20 @@ def test_unscaled_step_equals_the_unscaled_loss_step(claim, optimizer):
     make = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.1),
             "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2)}[optimizer]
     r = scaler_vs_plain(claim, make)
-    same = all(torch.equal(a, b) for a, b in zip(r["weights_plain"], r["weights_scaler"]))
-    claim.record('step_with_scaler_equals_plain_step', same)
+    pairs = list(zip(r["weights_scaler"], r["weights_plain"]))
+    # "unchanged" up to float32's rounding of an elementwise step, from the one table
+    tol = tolerances.resolve("float32:elementwise")
+    claim.check("scaler step is the plain step, within float32:elementwise",
+                all(torch.allclose(a, b, rtol=tol.rtol, atol=tol.atol) for a, b in pairs),
+                note=tol.describe())
+    claim.record("max weight gap, scaler step vs plain step",
+                 max((a - b).abs().max().item() for a, b in pairs))
+    claim.record("step_with_scaler_bitwise_plain_step",
+                 all(torch.equal(a, b) for a, b in pairs))
     move = lambda w: sum((a - s).abs().sum().item() for a, s in zip(w, r["start"]))  # noqa: E731
     ratio = move(r["weights_not_unscaled"]) / move(r["weights_plain"])
     claim.record("step_ratio_if_not_unscaled", ratio,
                  note="SGD: S times the step; Adam: ~1 (Adam is scale-invariant up to eps)")
-    assert same
     if optimizer == "sgd":
         assert ratio == pytest.approx(2.0 ** 10, rel=1e-4)
 

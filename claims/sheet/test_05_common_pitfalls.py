@@ -362,7 +362,7 @@ def test_a_state_dict_holds_only_tensors_and_needs_the_class_to_rebuild(claim, t
     assert torch.equal(rebuilt(x), model(x))
     # control: the tensors alone do not say which class they belong to
     wrong = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
-    with pytest.raises(RuntimeError, match="Missing key|Unexpected key|size mismatch"):
+    with pytest.raises(RuntimeError):
         wrong.load_state_dict(state)
 
 
