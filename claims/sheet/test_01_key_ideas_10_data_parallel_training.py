@@ -27,6 +27,7 @@ from support.harness import controls
 from support.harness.controls import control
 from support.lab import distributed
 from support.lab.train_torch import mlp
+from support.rules.tolerances import closeness
 
 WORLD = 2
 
@@ -247,7 +248,7 @@ def test_after_backward_every_rank_holds_the_same_averaged_gradient(claim, ranks
     assert bitwise
     np.testing.assert_allclose(np.concatenate([g0[k].ravel() for k in g0]),
                                np.concatenate([average[k].ravel() for k in g0]),
-                               rtol=1e-12, atol=1e-14)
+                               **closeness("float64:gradient"))
 
 
 @control("DDP-04", "DDP-05", "DDP-06", scope="process",
@@ -290,6 +291,6 @@ def test_two_ranks_of_32_equal_one_process_with_a_batch_of_64(claim, ranks):
     half, _ = _single_process(results[0]["after_wrap"], slice(0, PER_RANK))
     assert _max_diff(half, grads) > 1e-6
     for k in grads:
-        np.testing.assert_allclose(results[0]["grads"][k], grads[k], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(results[0]["grads"][k], grads[k], **closeness("float64:gradient"))
         np.testing.assert_allclose(results[0]["after_sgd_step"][k], stepped[k],
-                                   rtol=1e-12, atol=1e-14)
+                                   **closeness("float64:gradient"))

@@ -128,6 +128,14 @@ REACH: dict[str, float] = {
 }
 
 
+def closeness(key: str) -> dict:
+    """``rtol`` and ``atol`` of a table entry, for ``numpy.testing.assert_allclose`` or
+    ``torch.allclose`` in a test that compares two computations of one quantity (a contrast,
+    not a figure): the table's numbers, not a copy of them."""
+    tol = TABLE[key]
+    return {"rtol": tol.rtol, "atol": tol.atol}
+
+
 def within_reach(value: float, key: str) -> dict:
     """``claim.check`` arguments for a figure that only rounding separates from its bound:
     the interval ``value`` +- ``REACH[key]``, and a note that says so."""
