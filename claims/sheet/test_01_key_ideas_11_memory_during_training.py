@@ -153,8 +153,9 @@ def test_training_memory_has_four_parts_and_only_activations_grow_with_the_batch
         assert len({parts[n][part] for n in sizes}) == 1, f"{part} must not depend on the batch"
 
 
-@control("MEM-01", "MEM-02", what="torch.optim.Adam keeps no moment estimates: it steps like "
-                                  "plain SGD, with no optimizer state")
+@control("MEM-01", "MEM-02", moves=("bytes_per_parameter", "total_MB"),
+         what="torch.optim.Adam keeps no moment estimates: it steps like plain SGD, with no "
+              "optimizer state (MEM-02's 16 bytes and 160 MB become 8 and 80)")
 def adam_keeps_no_state(mp):
     mp.setattr(torch.optim, "Adam", lambda params, lr=1e-3, **kwargs: torch.optim.SGD(params, lr=lr))
 

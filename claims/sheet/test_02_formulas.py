@@ -110,6 +110,7 @@ def test_adam_in_float32_needs_16_bytes_per_parameter_160_mb_for_ten_million(cla
                  note="one 0-d float32 'step' per parameter tensor, on top of the 16 B/param")
     sgd_big, sgd_small = after_one_step(lambda ps: torch.optim.SGD(ps, lr=0.1))
     claim.record("sgd_bytes_per_parameter", (weights + grads + sgd_big + sgd_small) / n)
-    assert 10**7 * 4 * 4 == 160_000_000
-    assert per_param == 16 and small <= 8 * len(list(model.parameters()))
+    # the sheet's own product is arithmetic, not a measurement: recorded beside the bytes
+    # the optimizer really holds, which the figures decide
+    claim.record("the sheet's product, 10^7 x 4 x 4 bytes", 10**7 * 4 * 4 / MB, unit="MB")
     assert (weights + grads + sgd_big + sgd_small) / n == 8, "control: plain SGD keeps no state"
