@@ -330,7 +330,8 @@ def controls_lines(data: dict) -> list[str]:
     n = len(state.get("controlled", []))
     head = (f"controls (run at {str(run.get('suite_commit') or '?')[:12]}, "
             f"{run.get('wall_s', '?')} s): {n} of {len(held)} claims that hold, are partial or "
-            f"inconclusive turned red under a control")
+            f"inconclusive are controlled (every control of theirs that ran did what it "
+            f"declares: red, green or level)")
     out = [head]
     for s in ("survived", "broken", "undecided", "not run", "uncontrolled"):
         if state.get(s):
