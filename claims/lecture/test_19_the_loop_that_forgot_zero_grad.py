@@ -42,16 +42,14 @@ def test_without_zero_grad_the_curve_wanders_below_the_baseline(concrete, claim,
     base = baseline_rmse(concrete)
     claim.record("curve (validation RMSE per epoch)", [round(float(v), 3) for v in curve], unit="MPa")
     claim.record("median", float(np.median(curve)), unit="MPa")
-    in_band = float(np.mean((curve >= 9.5) & (curve <= 17.5)))
-    claim.record("share of epochs between about 10 and 17", in_band,
-                 note="band 9.5-17.5 MPa")
-    claim.record("share of epochs below the baseline", float(np.mean(curve < base)))
-    turns = claim.record("turns of the curve", sign_changes(curve))
+    claim.record("baseline", base, unit="MPa")
+    # "moved around between about 10 and 17 MPa for most of the run": the figures' bounds
+    claim.check("share of epochs between about 10 and 17",
+                float(np.mean((curve >= 9.5) & (curve <= 17.5))), note="band 9.5-17.5 MPa")
+    claim.check("turns of the curve", sign_changes(curve))
     claim.record("turns of the working loop's last 60 epochs", sign_changes(fixed[60:]))
-    # "for most of the run ... below the 17.9 baseline", and it moves around
-    assert np.median(curve) < base and np.mean(curve < base) > 0.5
-    assert in_band > 0.5
-    assert turns >= 3
+    # "below the 17.9 baseline", for most of the run
+    claim.check("share of epochs below the baseline", float(np.mean(curve < base)))
     # contrast: the working loop's curve is far lower than the broken one
     assert np.median(fixed[60:]) < 0.6 * np.median(curve[60:])
 
@@ -68,6 +66,65 @@ def adam_clears_the_gradients_after_its_step(mp):
         self.zero_grad(set_to_none=False)
         return out
     mp.setattr(torch.optim.Adam, "step", clearing)
+
+
+def _accumulation_decays(mp, factor: float):
+    """torch's Adam multiplies every .grad by ``factor`` after its step: a loop without
+    zero_grad then steps on a sum of past gradients each weighted by ``factor`` per step of
+    age (1: the plain sum, 0: the fresh gradient alone); the working loop, which clears
+    .grad before each backward, is unchanged."""
+    real = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        out = real(self, closure)
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.mul_(factor)
+        return out
+    mp.setattr(torch.optim.Adam, "step", step)
+
+
+@control("STORY-06", scope="process",
+         what="torch's Adam keeps 98.5 % of each .grad after its step instead of all of it, so "
+              "the loop that forgot zero_grad forgets its oldest gradients: the curve sits "
+              "between about 6 and 12 MPa, 42 % of its epochs within 10-17 (measured: 99 % "
+              "kept leaves 52 %, 'most of the run')")
+def accumulated_gradients_decay_by_one_and_a_half_percent(mp):
+    # the sentence's own scale: the share of epochs within about 10-17 MPa just under half
+    _accumulation_decays(mp, 0.985)
+
+
+@control("STORY-06", scope="process",
+         what="torch's Adam multiplies each .grad by 1.006 after its step, so the loop that "
+              "forgot zero_grad sums its old gradients with a weight that grows with their "
+              "age: 42 % of its epochs below the 17.9 baseline, the curve climbing to 245 MPa "
+              "at the end (measured: 1.005 leaves 51 %)")
+def accumulated_gradients_grow_by_six_tenths_of_a_percent(mp):
+    # the sentence's other half at its own scale: the share of epochs below the baseline
+    # just under half. The band 9.5-17.5 MPa lies under the baseline, so this breaks the
+    # first half too: no curve can be in the band for most of the run and not below the line
+    _accumulation_decays(mp, 1.006)
+
+
+@control("STORY-10", scope="process", moves=("lowest", "highest"),
+         what="torch's Adam keeps 99 % of each .grad after its step: the run without zero_grad "
+              "ranges from 6.4 to 19.3 MPa after its first five epochs, no longer 'about 10 "
+              "and 26', and still crosses the mean line (measured: 99.5 % kept ranges from "
+              "7.9 to 20.1, inside the table's 'about')")
+def accumulated_gradients_decay_by_one_percent(mp):
+    # the figure's own scale: both ends just outside 'about' (25 %) of 10 and 26
+    _accumulation_decays(mp, 0.99)
+
+
+@control("STORY-10", scope="process",
+         what="torch's Adam keeps 96 % of each .grad after its step: the run without zero_grad "
+              "peaks at 16.5 MPa after its first five epochs and never crosses the mean line "
+              "near 18 (measured: 97 % kept peaks at 18.3 and crosses it twice)")
+def accumulated_gradients_decay_by_four_percent(mp):
+    # the sentence's own scale: the curve's peak just under the predict-the-mean line
+    _accumulation_decays(mp, 0.96)
 
 
 @pytest.mark.xdist_group("concrete-experiments")
@@ -153,12 +210,14 @@ def test_figure_broken_run_oscillates_across_the_mean_line(concrete, claim, runs
     body = curve[5:]
     claim.check('lowest', float(body.min()), unit='MPa')
     claim.check('highest', float(body.max()), unit='MPa')
-    above, below = body > base, body < base
-    crossings = claim.record("crossings of the mean line", int(np.sum(above[1:] != above[:-1])))
+    above = body > base
+    claim.record("baseline", base, unit="MPa")
+    claim.record("epochs above the mean line", int(above.sum()), note=f"of {len(body)}")
+    claim.check("crossings of the mean line", int(np.sum(above[1:] != above[:-1])))
     claim.check('working run, last epoch', float(fixed[-1]), unit='MPa')
-    assert above.any() and below.any() and crossings >= 1
-    # the correct run settles near 5.5, far under the line
-    assert abs(fixed[-1] - 5.5) < 0.5 and fixed[-20:].max() < 0.5 * base
+    # the correct run settles far under the line: its last 20 epochs, not only the last one
+    claim.record("working run, highest of the last 20 epochs", float(fixed[-20:].max()), unit="MPa")
+    assert fixed[-20:].max() < 0.5 * base
 
 
 @pytest.mark.xdist_group("concrete-experiments")

@@ -52,18 +52,22 @@ def roughness(raw, smooth, rough) -> float:
 @pytest.mark.claim("STORY-11")
 def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs):
     raw, fixed = runs["raw"], runs["fixed"]
+    # "to about 8 MPa" / "8.3 MPa instead of 5.5", "half again as bad": the figures
     claim.check('Adam, raw inputs', raw.rmse, unit='MPa')
     claim.check('Adam, scaled inputs', fixed.rmse, unit='MPa')
     claim.record("Adam raw curve", curve(raw), unit="MPa")
     claim.record("Adam scaled curve", curve(fixed), unit="MPa")
-    ratio = claim.record("raw / scaled", raw.rmse / fixed.rmse)
-    claim.check('non-finite epochs', raw.nonfinite_epochs)
+    claim.check("raw / scaled", raw.rmse / fixed.rmse)
     base = baseline_rmse(concrete)
+    claim.record("baseline", base, unit="MPa")
+    claim.check("Adam, raw inputs / baseline", raw.rmse / base, note="'less than half the baseline'")
+    # "there was no NaN, no warning"
+    claim.record("non-finite epochs", raw.nonfinite_epochs)
+    claim.check("no NaN", bool(np.all(np.isfinite(raw.train_loss)) and np.all(np.isfinite(raw.history))
+                               and math.isfinite(raw.rmse)))
+    claim.record("warnings of the raw-input loop", raw.warnings[:3], note=f"{raw.n_warnings} in all")
+    claim.check("no warning", raw.n_warnings == 0)
     h = np.array(raw.history)
-    assert raw.nonfinite_epochs == 0 and math.isfinite(raw.rmse)
-    # "less than half the baseline", and half again as bad as it should be
-    assert raw.rmse < 0.5 * base
-    assert 1.3 <= ratio <= 1.8
     # "converged": the training loss fell by far and the last 20 validation epochs stay
     # within 25 % of where the run ends (no divergence, no late blow-up)
     loss = raw.train_loss
@@ -83,7 +87,7 @@ def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs)
                     roughness(get(raw), get(fixed), get(broken)))
 
 
-@control("STORY-11", "STORY-14", scope="process",
+@control("STORY-11", "STORY-14", scope="process", moves=("Adam, scaled inputs", "raw / scaled"),
          what="scikit-learn's StandardScaler hands its input back unchanged, so the working "
               "loop trains on raw inputs too and Adam no longer reaches 5.5 MPa")
 def standard_scaler_passes_inputs_through(mp):
@@ -105,6 +109,42 @@ def adam_takes_plain_gradient_steps(mp):
                     if p.grad is not None:
                         p.add_(p.grad, alpha=-float(group["lr"]))
     mp.setattr(torch.optim.Adam, "step", plain)
+
+
+@control("STORY-11", scope="process",
+         what="torch's nn.Linear warns (a UserWarning) when a column of its input has a mean "
+              "beyond 100 in size, as a library guarding against unscaled inputs could: the "
+              "raw-input loop warns, the loops on scaled inputs do not")
+def linear_warns_on_unscaled_inputs(mp):
+    # 'no warning' is a yes-or-no figure: its threshold is one warning
+    import warnings
+
+    real = torch.nn.Linear.forward
+
+    def forward(self, x):
+        if x.dim() == 2 and bool((x.detach().mean(0).abs() > 100).any()):
+            warnings.warn("Linear: input columns far from standardised", UserWarning)
+        return real(self, x)
+    mp.setattr(torch.nn.Linear, "forward", forward)
+
+
+@control("STORY-11", scope="process", moves=("Adam, raw inputs",),
+         what="the fine aggregate reads 0.1 % high: the raw-input run, whose first layer sees "
+              "that column unscaled, ends at 8.18 MPa, a printed 8.2, not 8.3; the scaled "
+              "runs do not see the change (measured: the coarse aggregate 0.1 % high gives "
+              "8.27, inside; the cement 0.1 % high 8.54)")
+def fine_aggregate_reads_a_tenth_of_a_percent_high(mp):
+    # the figure's own scale: one printed digit off a single run's 8.3. A single run moves
+    # that much under any small change of its inputs, so no smaller move is steady. Process
+    # scope reads the table before any test, so the inputs are changed where they are read
+    # (read_as replaces the table's values, which a table built afterwards cannot take)
+    from support.lab import data
+
+    def inputs(table):
+        x = table.values[:, :8].copy()
+        x[:, 6] = x[:, 6] * 1.001
+        return x
+    mp.setattr(data.Concrete, "X", property(inputs))
 
 
 @pytest.mark.claim("DS-12")
