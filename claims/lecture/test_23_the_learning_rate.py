@@ -47,22 +47,47 @@ def test_lr_0_001_is_at_11_9_and_still_descending(claim, sgd):
     assert slope < 0 and np.all(np.diff(h[-10:]) < 0)
 
 
-@control("LR-01", "LR-02", "LR-03", "LR-04", "LR-05", "LR-06", "LR-07",
-         what="torch.optim.SGD steps with a tenth of the learning rate it is given",
-         scope="process")
-def sgd_steps_a_tenth_of_its_lr(mp):
+def _sgd_steps(mp, lr_at):
+    """torch's SGD stepping with ``lr_at(lr, n)`` in place of each group's lr at its ``n``-th
+    step (counted per optimiser, from 1)."""
     real = torch.optim.SGD.step
 
     def step(self, *args, **kwargs):
+        n = self.__dict__["_steps_taken"] = self.__dict__.get("_steps_taken", 0) + 1
         given = [g["lr"] for g in self.param_groups]
         for g in self.param_groups:
-            g["lr"] = g["lr"] / 10
+            g["lr"] = lr_at(g["lr"], n)
         try:
             return real(self, *args, **kwargs)
         finally:
             for g, lr in zip(self.param_groups, given):
                 g["lr"] = lr
     mp.setattr(torch.optim.SGD, "step", step)
+
+
+def _sgd_lr_times(mp, factor: float):
+    _sgd_steps(mp, lambda lr, n: lr * factor)
+
+
+@control("LR-01", scope="process", moves=("RMSE",),
+         what="torch's SGD takes steps 2 % shorter than its lr (0.98e-3 for the sweep's 1e-3): "
+              "the 0.001 run ends at 11.97 MPa, outside the printed 11.9 (measured: 1.5 % "
+              "shorter leaves 11.9499, inside by a hair; 1.5 % longer 11.851, 2 % longer 11.835)")
+def sgd_steps_two_percent_shorter(mp):
+    # the figure's own scale: the 0.001 run falls 0.03 MPa an epoch at the end, and its RMSE
+    # moves about 3.3 MPa per unit of log lr (measured over +-2 %)
+    _sgd_lr_times(mp, 0.98)
+
+
+@control("LR-01",
+         what="torch's SGD takes no step in the last epoch (none after the 1,547th, 119 epochs "
+              "of 13): the 0.001 run ends at 11.93 MPa, inside the printed 11.9, but flat over "
+              "its last epoch; the line through its last 10 epochs still falls (-0.029 "
+              "MPa/epoch)",
+         scope="process")
+def sgd_stops_before_the_last_epoch(mp):
+    # 'still descending' at its threshold: one flat epoch at the end, the figure kept
+    _sgd_steps(mp, lambda lr, n: lr if n <= 119 * 13 else 0.0)
 
 
 @pytest.mark.claim("LR-02")
@@ -73,12 +98,31 @@ def test_lr_0_01_reaches_6_4(claim, sgd):
     assert 5.8 <= run.rmse <= 7.0
 
 
+@control("LR-02", scope="process", moves=("RMSE",),
+         what="torch's SGD takes steps 3 % shorter than its lr (0.0097 for the sweep's 0.01): "
+              "the 0.01 run ends at 6.48 MPa, outside the printed 6.4 (measured: 2 % shorter "
+              "leaves 6.4496, inside by a hair; 4 % longer 6.392, 5 % longer 6.329)")
+def sgd_steps_three_percent_shorter(mp):
+    # the figure's own scale: the smallest whole-percent change that carries it out
+    _sgd_lr_times(mp, 0.97)
+
+
 @pytest.mark.claim("LR-03")
 def test_lr_0_1_reaches_5_1(claim, sgd):
     run = sgd["lr", 0.1, 0]
     claim.check('RMSE', run.rmse, unit='MPa')
     claim.record("curve", curve(run), unit="MPa")
     assert 4.6 <= run.rmse <= 5.8
+
+
+@control("LR-03", scope="process", moves=("RMSE",),
+         what="torch's SGD takes steps 0.1 % shorter than its lr (0.0999 for the sweep's 0.1): "
+              "the 0.1 run ends at 5.27 MPa, outside the printed 5.1 (measured: 0.1 % longer "
+              "5.22, 0.2 % longer 5.134 inside, 0.2 % shorter 5.21)")
+def sgd_steps_a_thousandth_shorter(mp):
+    # the figure's own scale: at lr 0.1 the run's last epochs swing by 0.3 MPa from one
+    # epoch to the next, so a thousandth of the lr already moves where it ends by 0.2
+    _sgd_lr_times(mp, 0.999)
 
 
 @pytest.mark.claim("LR-04")
@@ -93,6 +137,16 @@ def test_lr_2_gives_nan_from_the_first_epoch_on_every_seed(claim, sgd):
     assert sgd["lr", 0.1, 0].nonfinite_epochs == 0
 
 
+@control("LR-04", scope="process",
+         what="torch's SGD warms its lr up over the first epoch (step n of the first 13 at "
+              "n/13 of it): at lr 2.0 seed 0's first epoch ends finite (2,931 MPa) and its NaN "
+              "starts at epoch 2, as do four other seeds' (seed 3's still at epoch 1; measured: over "
+              "10 steps only seed 4 starts late, over two epochs all six start at epoch 2)")
+def sgd_warms_up_over_the_first_epoch(mp):
+    # 'from the first epoch' at its threshold: the failure still total, one epoch late
+    _sgd_steps(mp, lambda lr, n: lr * min(1.0, n / 13))
+
+
 @pytest.mark.claim("LR-06")
 def test_the_sweep_is_ordered(claim, sgd):
     r = {lr: sgd["lr", lr, 0].rmse for lr in (1e-3, 1e-2, 0.1, 2.0)}
@@ -102,14 +156,28 @@ def test_the_sweep_is_ordered(claim, sgd):
     assert not math.isfinite(r[2.0])
 
 
+@control("LR-06", scope="process",
+         what="torch's SGD takes steps 2.8 times its lr: the sweep's 0.01 and 0.1 (run at 0.028 "
+              "and 0.28) end at 5.40 and 5.50 MPa, the two best swapped by 0.10 MPa; 0.001 "
+              "(9.49) stays worst, 2.0 still NaN (measured: 2.5 times leaves them in order by "
+              "0.04, 2.6 times swaps them by 0.29, 3 times by 0.52)")
+def sgd_steps_2_8_times_longer(mp):
+    # the ordering at its threshold: the 0.1 run pushed just past its best lr, the 0.01 run
+    # not yet there
+    _sgd_lr_times(mp, 2.8)
+
+
 @pytest.mark.claim("LR-05")
 def test_lr_1_depends_on_the_seed_nan_in_two_diverged_in_four(concrete, claim, sgd):
     finals = [sgd["lr", 1.0, s].rmse for s in SIX]
-    claim.record("final RMSE per seed 0-5", [round(v, 2) if math.isfinite(v) else None for v in finals],
+    claim.record("final RMSE per seed 0-5",
+                 [None if math.isnan(v) else round(v, 2) if math.isfinite(v) else "inf" for v in finals],
                  unit="MPa")
     claim.record("curve at lr 1.0, seed 0", curve(sgd["lr", 1.0, 0]), unit="MPa")
-    nan = [v for v in finals if not math.isfinite(v)]
-    finite = [v for v in finals if math.isfinite(v)]
+    # NaN is the sentence's own word; a run whose predictions outgrow float32's square (an
+    # infinite RMSE) has diverged, as the other four did, not produced NaN
+    nan = [v for v in finals if math.isnan(v)]
+    finite = [v for v in finals if not math.isnan(v)]
     claim.check('seeds with NaN', len(nan))
     if finite:
         claim.check('smallest diverged', min(finite), unit='MPa')
@@ -120,6 +188,30 @@ def test_lr_1_depends_on_the_seed_nan_in_two_diverged_in_four(concrete, claim, s
     assert nan and finite
     assert all(v > 50 for v in finite)
     assert min(finite) > base
+
+
+@control("LR-05", "LR-07", scope="process",
+         what="torch's SGD takes steps 3 % longer than its lr (1.03 for lr 1.0): all six "
+              "seeds end in NaN (seeds 2-4 from epoch 1, seeds 1, 5 and 0 from epochs 3, 50 "
+              "and 51): the outcome no longer depends on the seed and no seed survives "
+              "(measured: 2 % longer leaves NaN in seeds 2 and 4 and the other four diverged "
+              "past float32's range, an infinite RMSE from epochs 69-75; 1 % longer, NaN in "
+              "three and three at 1e15 MPa)")
+def sgd_steps_three_percent_longer(mp):
+    # the seed dependence at its threshold: lr 1.0 sits at the edge of divergence, and 3 %
+    # puts every seed over it into NaN
+    _sgd_lr_times(mp, 1.03)
+
+
+@control("LR-05", scope="process",
+         what="torch's SGD takes steps 1 % shorter than its lr (0.99 for lr 1.0): still NaN in "
+              "two seeds, but the four finite ones end at 17.7-29.3 MPa, near predicting the "
+              "mean (17.9), not diverged (measured: 0.5 % shorter, NaN in three, the finite "
+              "ones 19.9-26.7)")
+def sgd_steps_one_percent_shorter(mp):
+    # 'diverged to between 91 and 1,235' at its threshold: the same seeds finite, no longer
+    # far worse than the mean
+    _sgd_lr_times(mp, 0.99)
 
 
 @pytest.mark.claim("LR-07")
