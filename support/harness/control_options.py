@@ -12,7 +12,8 @@ every shared result computed afresh and kept nowhere meanwhile
 collection is done and before any test or fixture runs, and never undone: its session is a
 process of its own (``python -m support controls`` starts one per such control, with an
 empty result cache), where the shared experiments train too rather than in a pool of spawned
-processes the patch would not reach. Either way each record carries the control's name, and
+processes the patch would not reach, and its results are kept in a folder of the run's own,
+never in the user's cache. Either way each record carries the control's name, and
 the variant id a test's figures are looked up by stays the test's own.
 """
 from __future__ import annotations
@@ -127,6 +128,14 @@ def pytest_collection_finish(session):
         # the shared experiments train in a pool of spawned processes, which a patch made
         # here never reaches: under a process-scope control they train in this process
         os.environ["LECTURE11_WORKERS"] = "1"
+        # and what they compute is perturbed: kept apart from the user's cache, shared by this
+        # run's workers only (python -m support controls also gives each session an empty one)
+        import tempfile
+        from pathlib import Path
+
+        from support.lab import cache
+        run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+        cache.keep_results_in(Path(tempfile.gettempdir()) / f"claims-control-results-{run}")
     for c in process:
         # never undone: this session is the control's own process
         c.apply(pytest.MonkeyPatch())

@@ -126,6 +126,8 @@ def key(name: str, inputs: dict, module: str) -> str:
 # served to a perturbed computation
 _STORES: list[dict] = []
 _isolated = 0
+# where this process keeps shared results instead of the user's cache (keep_results_in)
+_results_folder: Path | None = None
 
 
 def memo_store() -> dict:
@@ -155,6 +157,14 @@ def isolated():
             s.update(old)
 
 
+def keep_results_in(folder: Path) -> None:
+    """From now on this process keeps its shared results in ``folder``, not the user's cache:
+    a session under a process-scope control computes perturbed results, which must never be
+    what a later run without the control reads."""
+    global _results_folder
+    _results_folder = Path(folder)
+
+
 @contextmanager
 def _locked(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +179,7 @@ def cached(name: str, inputs: dict, module: str, compute, *, fresh: bool = False
     imports are part of the key."""
     if _isolated:
         return compute()
-    folder = Path(folder) if folder else cache_dir() / "results"
+    folder = Path(folder) if folder else (_results_folder or cache_dir() / "results")
     k = key(name, inputs, module)
     path = folder / f"{name}-{k}.pkl"
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")

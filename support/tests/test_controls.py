@@ -251,11 +251,37 @@ def test_under_a_process_control_the_shared_experiments_train_where_the_patch_is
 
     from support.harness import control_options
     from support.lab import experiments
+    from support.lab import cache
     applied = []
     c = ctl.Control("p", ("XX-02",), "w", lambda mp: applied.append(1), scope="process")
     monkeypatch.setattr(ctl, "CONTROLS", {"p": c})
+    monkeypatch.setattr(cache, "_results_folder", None)
     monkeypatch.setenv("LECTURE11_WORKERS", "2")
     opts = {"--control": ["p"], "--controls": False}
     control_options.pytest_collection_finish(
         SimpleNamespace(config=SimpleNamespace(getoption=opts.__getitem__)))
     assert applied == [1] and experiments.workers() == 1
+
+
+def test_a_process_control_keeps_its_perturbed_results_out_of_the_users_cache(tmp_path,
+                                                                              monkeypatch):
+    """`pytest --control NAME` run by hand, without the runner's empty cache: what the session
+    computes under the perturbation must not be what a later unperturbed run reads."""
+    from types import SimpleNamespace
+
+    from support.harness import control_options
+    from support.lab import cache
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))     # the run's folder lands here
+    monkeypatch.setenv("LECTURE11_CACHE", str(tmp_path / "user"))
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", f"t{tmp_path.name}")
+    monkeypatch.setattr(cache, "_results_folder", None)
+    c = ctl.Control("p", ("XX-02",), "w", lambda mp: None, scope="process")
+    monkeypatch.setattr(ctl, "CONTROLS", {"p": c})
+    opts = {"--control": ["p"], "--controls": False}
+    control_options.pytest_collection_finish(
+        SimpleNamespace(config=SimpleNamespace(getoption=opts.__getitem__)))
+    assert cache.cached("t", {"a": 1}, "support.lab.cache", lambda: "perturbed") == "perturbed"
+    assert not (tmp_path / "user" / "results").exists()
+    kept = list(cache._results_folder.glob("t-*.pkl"))
+    assert kept and cache._results_folder.parent == tmp_path
