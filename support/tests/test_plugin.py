@@ -632,7 +632,6 @@ def test_a_test_beside_another_worker_gets_its_share_of_the_cores(suite, monkeyp
 
 
 def test_the_share_sets_torchs_threads_and_restores_them():
-    torch = pytest.importorskip("torch")
     from threadpoolctl import threadpool_info
 
     from support.harness.timing_lock import _Share
