@@ -304,3 +304,26 @@ def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
     claim.record("runs (seed x fold)", np.round(mlp, 3).tolist(), unit="MPa")
     assert mlp.size == 25
     assert 6.0 <= mean <= 7.0 and 0.4 <= sd <= 0.9
+
+
+@control("RNG-13", scope="process", moves=("mean", "std (ddof 0)"),
+         what="torch's Adam steps 2 % longer than its parameter groups' lr (1.02e-3 for the "
+              "protocol's 1e-3): the 25 grouped runs average 6.55 MPa with a spread of 0.72, "
+              "outside the printed 6.48's 6.43-6.53 and 0.65's 0.62-0.68 (measured: 3 % longer "
+              "gives 6.50 and 0.687, the spread 0.007 over its edge; 3 % shorter 6.49 and "
+              "0.677, inside)")
+def adam_steps_two_percent_longer_on_every_group(mp):
+    # the figures' own scale: the mean and spread of 25 runs each just outside its tolerance.
+    # The batched networks give Adam their lr per parameter group, so the step reads it there
+    real = torch.optim.Adam.step
+
+    def step(self, closure=None):
+        saved = [group["lr"] for group in self.param_groups]
+        for group in self.param_groups:
+            group["lr"] = group["lr"] * 1.02
+        try:
+            return real(self, closure)
+        finally:
+            for group, lr in zip(self.param_groups, saved):
+                group["lr"] = lr
+    mp.setattr(torch.optim.Adam, "step", step)
