@@ -38,7 +38,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from support.harness.controls import control
-from support.lab import experiments
+from support.lab import experiments, perturb
 from support.lab.data import lecture_split
 from support.lab.nested import D_IN, depth, nested_model, param_groups
 from support.lab.perturb import step_on
@@ -520,16 +520,7 @@ def adam_climbs(mp):
 
 @control("LOOP-10", what="torch's Adam steps the parameters of its first parameter group only")
 def adam_steps_its_first_group_only(mp):
-    real = torch.optim.Adam.step
-
-    def step(self, closure=None):
-        groups = self.param_groups
-        self.param_groups = groups[:1]
-        try:
-            return real(self, closure)
-        finally:
-            self.param_groups = groups
-    mp.setattr(torch.optim.Adam, "step", step)
+    perturb.first_group_only(mp, torch.optim.Adam, "step")
 
 
 # ------------------------------------------------------------------ LOOP-11/12 the JAX loop

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from support.harness.controls import control
+from support.lab import perturb
 from support.lab.nested import D_IN, nested_model, param_groups
 
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
@@ -129,13 +130,4 @@ def zero_grad_keeps_the_gradient(mp):
 @control("LOOP-01", what="optimizer.step() updates the parameters of its first parameter group "
                          "only (torch's SGD skips the others)")
 def sgd_steps_its_first_group_only(mp):
-    real = torch.optim.SGD.step
-
-    def step(self, closure=None):
-        groups = self.param_groups
-        self.param_groups = groups[:1]
-        try:
-            return real(self, closure)
-        finally:
-            self.param_groups = groups
-    mp.setattr(torch.optim.SGD, "step", step)
+    perturb.first_group_only(mp, torch.optim.SGD, "step")

@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from support.harness.controls import control
-from support.lab import toy
+from support.lab import perturb, toy
 from support.lab.accumulation import (
     ACC_MODEL,
     full_batch_grad,
@@ -143,16 +143,7 @@ def backward_replaces_old_gradients(mp):
 @control("TAPE-21", what="optimizer.zero_grad() clears the gradients of its first parameter "
                          "group only")
 def zero_grad_clears_the_first_group_only(mp):
-    real = torch.optim.Optimizer.zero_grad
-
-    def zero_grad(self, set_to_none=True):
-        groups = self.param_groups
-        self.param_groups = groups[:1]
-        try:
-            real(self, set_to_none)
-        finally:
-            self.param_groups = groups
-    mp.setattr(torch.optim.Optimizer, "zero_grad", zero_grad)
+    perturb.first_group_only(mp, torch.optim.Optimizer, "zero_grad")
 
 
 @pytest.mark.claim("JIT-23")

@@ -5,7 +5,8 @@ DS-*), Python floats' default dtype (:func:`python_floats_become`, DTYPE-*), JAX
 under a control (:func:`retraced`, AD-*) or made to wait (:func:`waiting`, AD-09); a call or a
 context made a given share dearer than it is (:func:`dearer`, :func:`dearer_context`: the timing
 claims' controls at the sentence's own threshold, TAPE-23, JIT-17, ...), a backward pass run
-again (:func:`backward_runs`, AD-01, AD-06).
+again (:func:`backward_runs`, AD-01, AD-06), an optimizer method that sees its first parameter
+group only (:func:`first_group_only`: the realistic model's controls, LOOP-01, LOOP-10, TAPE-21).
 """
 from __future__ import annotations
 
@@ -150,3 +151,19 @@ def backward_runs(mp, times) -> None:
             real(outputs, inputs, *args, **{**kwargs, "retain_graph": True})
         return real(outputs, inputs, *args, **kwargs)
     mp.setattr(torch.autograd, "grad", grad)
+
+
+def first_group_only(mp, owner: type, method: str) -> None:
+    """``owner.method`` (``torch.optim.SGD.step``, ``Optimizer.zero_grad``) acting on the
+    optimizer's first parameter group only: a regression that a model of one group never
+    shows."""
+    real = getattr(owner, method)
+
+    def first_only(self, *args, **kwargs):
+        groups = self.param_groups
+        self.param_groups = groups[:1]
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            self.param_groups = groups
+    mp.setattr(owner, method, first_only)
