@@ -35,6 +35,19 @@ def pytest_addoption(parser):
                     help="run every test-scope negative control of the selected claims")
 
 
+def pytest_collection(session):
+    """Under ``--control``/``--controls``, every control of the suite is registered before any
+    test is collected: a control written beside one claim's test may also name a claim whose
+    test sits in a module collected earlier (tanh-derivative-approximate, in section 06, names
+    AD-02 of section 03), and that test is parametrized when its own module is collected."""
+    from support.paths import ROOT
+    config = session.config
+    # the suite's own claims only: a suite of another root (the harness's self-tests) has its own
+    if (config.getoption("--control") or config.getoption("--controls")) \
+            and config.rootpath.resolve() == ROOT.resolve():
+        ctl.discover()
+
+
 def _wanted(config) -> list[ctl.Control] | None:
     names = config.getoption("--control")
     if not names and not config.getoption("--controls"):

@@ -285,3 +285,23 @@ def test_a_process_control_keeps_its_perturbed_results_out_of_the_users_cache(tm
     assert not (tmp_path / "user" / "results").exists()
     kept = list(cache._results_folder.glob("t-*.pkl"))
     assert kept and cache._results_folder.parent == tmp_path
+
+
+@pytest.mark.parametrize("here,asked,discovered", [(True, True, True), (True, False, False),
+                                                   (False, True, False)])
+def test_every_control_is_registered_before_collection_under_controls(monkeypatch, tmp_path,
+                                                                      here, asked, discovered):
+    """A control beside one section's test can name a claim tested in a module collected
+    before it (AD-02, in section 03, by section 06's tanh-derivative-approximate): unless every
+    control is registered first, that test is never parametrized and the control 'did not
+    run'. Only the suite's own root, and only when controls are asked for."""
+    from types import SimpleNamespace
+
+    from support.harness import control_options
+    from support.paths import ROOT
+    calls = []
+    monkeypatch.setattr(ctl, "discover", lambda: calls.append(1))
+    opts = {"--control": [], "--controls": asked}
+    config = SimpleNamespace(getoption=opts.__getitem__, rootpath=ROOT if here else tmp_path)
+    control_options.pytest_collection(SimpleNamespace(config=config))
+    assert bool(calls) == discovered
