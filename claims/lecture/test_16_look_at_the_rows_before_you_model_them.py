@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from support.harness.controls import control
-from support.lab import stories
+from support.lab import perturb, stories
 from support.lab.data import lecture_split
 from support.lab.perturb import read_as
 from support.lab.train_torch import baseline_rmse
@@ -273,11 +273,7 @@ def relu_outputs_zero(mp):
 def adam_steps_one_percent_longer(mp):
     # the figure's own scale: one printed digit (0.1 MPa) off a single run's 5.5; a single
     # run moves that much under any small change of its steps, so no smaller move is steady
-    real = torch.optim.Adam.__init__
-
-    def scaled(self, params, lr=1e-3, *args, **kwargs):
-        real(self, params, lr * 1.01, *args, **kwargs)
-    mp.setattr(torch.optim.Adam, "__init__", scaled)
+    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * 1.01)
 
 
 @control("STORY-01", moves=("baseline",),

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from support.harness.controls import control
-from support.lab import stories
+from support.lab import perturb, stories
 from support.lab.data import lecture_split
 from support.lab.stories import shape_bug_run
 from support.lab.train_torch import baseline_rmse
@@ -138,26 +138,14 @@ def adam_climbs_the_loss(mp):
 
 
 def _adam_lr_times(mp, factor: float):
-    real = torch.optim.Adam.__init__
-
-    def scaled(self, params, lr=1e-3, *args, **kwargs):
-        real(self, params, lr * factor, *args, **kwargs)
-    mp.setattr(torch.optim.Adam, "__init__", scaled)
+    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * factor)
 
 
 @control("STORY-04", what="torch's Adam stops stepping after the first epoch's 13 steps: the "
                           "training loss plateaus after epoch 1, its noise kept")
 def adam_stops_after_the_first_epoch(mp):
     # the sentence's own scale: a drop, then a flat line with the run's noise
-    real = torch.optim.Adam.step
-
-    def step(self, closure=None):
-        self.__dict__.setdefault("_steps_taken", 0)
-        self._steps_taken += 1
-        if self._steps_taken > 13:
-            return None
-        return real(self, closure)
-    mp.setattr(torch.optim.Adam, "step", step)
+    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr if n <= 13 else 0.0)
 
 
 @control("STORY-04", expect="holds",
@@ -240,7 +228,6 @@ def mse_silent_about_the_target_size(mp):
 def test_the_warning_fires_once_per_batch_1560_times(claim, concrete, fresh):
     """The story's own 120-epoch run (train(target_2d=False)), shared with STORY-02 through
     support.lab.stories, so the suite trains it once per process."""
-    from support.lab import stories
     res = stories.run(concrete, "shape_bug", fresh=fresh)
     n = sum(m.startswith("Using a target size") for m in res.warnings)
     claim.check('batches_per_epoch', res.steps / 120)

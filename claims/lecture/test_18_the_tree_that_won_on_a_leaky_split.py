@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from support.harness.controls import control
-from support.lab import experiments
+from support.lab import experiments, perturb
 from support.lab.experiments import gap_and_se
 from support.rules import tolerances
 
@@ -165,18 +165,7 @@ def boosted_tree_learns_a_tenth_faster(mp):
               "gradient alone, as if beta1 were 0")
 def batched_adam_loses_its_first_moment(mp):
     # process scope: the networks are the shared experiments' (batched and the stories' runs)
-    real = torch.optim.Adam.step
-
-    def step(self, closure=None):
-        saved = [group["betas"] for group in self.param_groups]
-        for group in self.param_groups:
-            group["betas"] = (0.0, group["betas"][1])
-        try:
-            return real(self, closure)
-        finally:
-            for group, betas in zip(self.param_groups, saved):
-                group["betas"] = betas
-    mp.setattr(torch.optim.Adam, "step", step)
+    perturb.steps_with(mp, torch.optim.Adam, "betas", lambda betas, n: (0.0, betas[1]))
 
 
 @pytest.mark.claim("SPLIT-02")

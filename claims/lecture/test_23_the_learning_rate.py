@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from support.harness.controls import control
-from support.lab import experiments
+from support.lab import experiments, perturb
 from support.lab.train_torch import baseline_rmse
 
 SIX = range(6)
@@ -47,26 +47,8 @@ def test_lr_0_001_is_at_11_9_and_still_descending(claim, sgd):
     assert slope < 0 and np.all(np.diff(h[-10:]) < 0)
 
 
-def _sgd_steps(mp, lr_at):
-    """torch's SGD stepping with ``lr_at(lr, n)`` in place of each group's lr at its ``n``-th
-    step (counted per optimiser, from 1)."""
-    real = torch.optim.SGD.step
-
-    def step(self, *args, **kwargs):
-        n = self.__dict__["_steps_taken"] = self.__dict__.get("_steps_taken", 0) + 1
-        given = [g["lr"] for g in self.param_groups]
-        for g in self.param_groups:
-            g["lr"] = lr_at(g["lr"], n)
-        try:
-            return real(self, *args, **kwargs)
-        finally:
-            for g, lr in zip(self.param_groups, given):
-                g["lr"] = lr
-    mp.setattr(torch.optim.SGD, "step", step)
-
-
 def _sgd_lr_times(mp, factor: float):
-    _sgd_steps(mp, lambda lr, n: lr * factor)
+    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: lr * factor)
 
 
 @control("LR-01", scope="process", moves=("RMSE",),
@@ -87,7 +69,7 @@ def sgd_steps_two_percent_shorter(mp):
          scope="process")
 def sgd_stops_before_the_last_epoch(mp):
     # 'still descending' at its threshold: one flat epoch at the end, the figure kept
-    _sgd_steps(mp, lambda lr, n: lr if n <= 119 * 13 else 0.0)
+    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: lr if n <= 119 * 13 else 0.0)
 
 
 @pytest.mark.claim("LR-02")
@@ -144,7 +126,7 @@ def test_lr_2_gives_nan_from_the_first_epoch_on_every_seed(claim, sgd):
               "10 steps only seed 4 starts late, over two epochs all six start at epoch 2)")
 def sgd_warms_up_over_the_first_epoch(mp):
     # 'from the first epoch' at its threshold: the failure still total, one epoch late
-    _sgd_steps(mp, lambda lr, n: lr * min(1.0, n / 13))
+    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: lr * min(1.0, n / 13))
 
 
 @pytest.mark.claim("LR-06")

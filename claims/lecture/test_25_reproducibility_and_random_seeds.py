@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from support.harness.controls import control
-from support.lab import experiments
+from support.lab import experiments, perturb
 from support.lab.nondeterminism import distinct, index_add_outputs
 from support.machine import devices, timing
 from support.rules import tolerances
@@ -315,15 +315,4 @@ def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
 def adam_steps_two_percent_longer_on_every_group(mp):
     # the figures' own scale: the mean and spread of 25 runs each just outside its tolerance.
     # The batched networks give Adam their lr per parameter group, so the step reads it there
-    real = torch.optim.Adam.step
-
-    def step(self, closure=None):
-        saved = [group["lr"] for group in self.param_groups]
-        for group in self.param_groups:
-            group["lr"] = group["lr"] * 1.02
-        try:
-            return real(self, closure)
-        finally:
-            for group, lr in zip(self.param_groups, saved):
-                group["lr"] = lr
-    mp.setattr(torch.optim.Adam, "step", step)
+    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * 1.02)

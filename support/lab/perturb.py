@@ -6,7 +6,10 @@ under a control (:func:`retraced`, AD-*) or made to wait (:func:`waiting`, AD-09
 context made a given share dearer than it is (:func:`dearer`, :func:`dearer_context`: the timing
 claims' controls at the sentence's own threshold, TAPE-23, JIT-17, ...), a backward pass run
 again (:func:`backward_runs`, AD-01, AD-06), an optimizer method that sees its first parameter
-group only (:func:`first_group_only`: the realistic model's controls, LOOP-01, LOOP-10, TAPE-21).
+group only (:func:`first_group_only`: the realistic model's controls, LOOP-01, LOOP-10, TAPE-21),
+an optimizer's steps taken with another setting per step (:func:`steps_with`,
+:func:`steps_with_lr`: the learning-rate, story and protocol figures' controls, LR-*, STORY-*,
+RNG-13, SPLIT-*).
 """
 from __future__ import annotations
 
@@ -97,6 +100,33 @@ def step_on(mp, optimizer: type, change):
                     p.grad = change(p.grad)
         return real(self, closure)
     mp.setattr(optimizer, "step", step)
+
+
+def steps_with(mp, optimizer: type, key: str, value_at) -> None:
+    """``optimizer``'s ``n``-th step (counted per optimizer instance, from 1) taken with
+    ``value_at(value, n)`` in place of each parameter group's ``key``; the group's own value is
+    restored after the step, so schedulers and ``state_dict`` see what the loop set. At the
+    step, not in ``__init__``: the batched networks hand their lr to the optimizer per group."""
+    real = optimizer.step
+
+    def step(self, *args, **kwargs):
+        n = self.__dict__["_steps_taken"] = self.__dict__.get("_steps_taken", 0) + 1
+        given = [group[key] for group in self.param_groups]
+        for group in self.param_groups:
+            group[key] = value_at(group[key], n)
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            for group, value in zip(self.param_groups, given):
+                group[key] = value
+    mp.setattr(optimizer, "step", step)
+
+
+def steps_with_lr(mp, optimizer: type, lr_at) -> None:
+    """``optimizer`` stepping with ``lr_at(lr, n)`` as each group's learning rate at its ``n``-th
+    step: ``lr * 0.98`` for steps 2 % shorter, ``0.0`` after step ``k`` for a run that stops
+    there (its parameters stay where step ``k`` left them)."""
+    steps_with(mp, optimizer, "lr", lr_at)
 
 
 # ----------------------------------------------------------------------------- a share dearer
