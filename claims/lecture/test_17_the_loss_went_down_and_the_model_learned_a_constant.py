@@ -166,6 +166,22 @@ def test_the_buggy_network_predicts_a_constant(concrete, claim, fresh):
     assert bug.pred_std < 1.0 < fixed.pred_std / 10
 
 
+@control("STORY-03", "SPLIT-01", scope="process", moves=("prediction SD", "MLP, KFold mean of 25"),
+         what="every strength reads 1.5 % high (a press calibrated 1.5 % high): the buggy "
+              "network, trained on the standardised target, spreads its predictions by 0.269 "
+              "MPa, a printed 0.27, not 0.26 (measured: 1 % high gives 0.2658, just over the "
+              "edge; 1.5 % and 2 % low 0.2577 and 0.2564, inside); under the random split the "
+              "networks' mean of 25 is about 4.95 MPa, outside the printed 4.87's 4.815-4.925 "
+              "(measured: 1 % high gives 4.92, inside)")
+def strengths_read_one_and_a_half_percent_high(mp):
+    # the figures' own scale: one printed digit (0.01 MPa) off 0.26, and a mean of 25 just
+    # past its tolerance; errors in MPa follow the strengths' scale while the networks see the
+    # same standardised target. Adam's lr cannot do this for the mean of 25: 2 % longer steps
+    # move it by 0.006 MPa, and stopping early moves it by anything up to 0.05 from one step to
+    # the next. Process scope: the mean comes from the shared experiments
+    perturb.read_scaled(mp, "strength_mpa", 1.015)
+
+
 @pytest.mark.claim("SHAPE-08")
 def test_mse_of_64x1_against_64_is_the_all_pairs_mean(claim):
     torch.manual_seed(0)

@@ -22,9 +22,9 @@ import pytest
 import torch
 
 from support.harness.controls import control
-from support.lab import experiments
+from support.lab import experiments, perturb
 from support.lab.data import lecture_split
-from support.lab.perturb import read_as
+from support.lab.perturb import read_scaled
 from support.lab.train_torch import baseline_rmse, prepare
 
 
@@ -87,9 +87,11 @@ def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs)
                     roughness(get(raw), get(fixed), get(broken)))
 
 
-@control("STORY-11", "STORY-14", scope="process", moves=("Adam, scaled inputs", "raw / scaled"),
+@control("STORY-11", "STORY-14", "STORY-13", scope="process",
+         moves=("Adam, scaled inputs", "raw / scaled"),
          what="scikit-learn's StandardScaler hands its input back unchanged, so the working "
-              "loop trains on raw inputs too and Adam no longer reaches 5.5 MPa")
+              "loop trains on raw inputs too and Adam no longer reaches 5.5 MPa: scaled and "
+              "raw are one run, nothing left for Adam to 'not fully undo'")
 def standard_scaler_passes_inputs_through(mp):
     # process scope: the runs come from the shared experiments (a module fixture)
     from sklearn.preprocessing import StandardScaler
@@ -135,16 +137,8 @@ def linear_warns_on_unscaled_inputs(mp):
               "8.27, inside; the cement 0.1 % high 8.54)")
 def fine_aggregate_reads_a_tenth_of_a_percent_high(mp):
     # the figure's own scale: one printed digit off a single run's 8.3. A single run moves
-    # that much under any small change of its inputs, so no smaller move is steady. Process
-    # scope reads the table before any test, so the inputs are changed where they are read
-    # (read_as replaces the table's values, which a table built afterwards cannot take)
-    from support.lab import data
-
-    def inputs(table):
-        x = table.values[:, :8].copy()
-        x[:, 6] = x[:, 6] * 1.001
-        return x
-    mp.setattr(data.Concrete, "X", property(inputs))
+    # that much under any small change of its inputs, so no smaller move is steady
+    read_scaled(mp, "fine_agg", 1.001)
 
 
 @pytest.mark.claim("DS-12")
@@ -159,10 +153,7 @@ def test_input_scales_differ_by_more_than_150(concrete, claim):
 @control("DS-12", what="superplasticizer is recorded in g/m^3 instead of kg/m^3 (a thousand "
                        "times larger)")
 def superplasticizer_in_grams(mp):
-    def grams(v):
-        v[:, 4] = v[:, 4] * 1000
-        return v
-    read_as(mp, grams)
+    read_scaled(mp, "superplasticizer", 1000)
 
 
 @pytest.mark.xdist_group("concrete-experiments")
@@ -180,6 +171,15 @@ def test_sgd_on_raw_inputs_gives_nan_within_the_first_epoch(claim, sgd, lr):
     assert raw.first_nonfinite_epoch == 1 and not math.isfinite(raw.train_loss[0])
     # contrast: the same SGD at the same lr on scaled inputs stays finite
     assert math.isfinite(scaled.rmse) and scaled.nonfinite_epochs == 0
+
+
+@control("STORY-12", scope="process",
+         what="torch's SGD takes no step in the first epoch (lr 0 for its first 13 steps, the "
+              "training rows' batches), then steps as it should: on raw inputs the first "
+              "non-finite loss comes in epoch 2, not 'within the first epoch'")
+def sgd_waits_out_the_first_epoch(mp):
+    # the sentence's own scale: the blow-up one epoch later, nothing else changed
+    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: 0.0 if n <= 13 else lr)
 
 
 @control("STORY-12", "STORY-13", "ADAM-13", scope="process",

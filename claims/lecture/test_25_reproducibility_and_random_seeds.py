@@ -240,6 +240,18 @@ def test_seed_to_seed_spread_can_reverse_the_model_comparison(claim, grouped):
     assert spread > 0.5 * abs(overall)
 
 
+@control("RNG-12", scope="process",
+         what="torch.manual_seed ignores the seed it is given and seeds 0: the five seeds train "
+              "one network five times (the same initialisation and shuffles), so no seed's gap "
+              "differs from the mean's")
+def manual_seed_ignores_its_argument(mp):
+    # the sentence's own subject, the seed-to-seed spread, taken away; the claim itself is
+    # undecided (its lowest seed within rounding's reach of 0), so a control at its threshold
+    # could not be told from the claim as measured
+    real = torch.manual_seed
+    mp.setattr(torch, "manual_seed", lambda seed: real(0))
+
+
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("RNG-14")
 def test_the_notes_comparisons_are_means_over_five_seeds_and_five_folds(claim):

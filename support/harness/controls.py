@@ -26,7 +26,8 @@ function-scoped fixtures included); ``scope="process"`` applies it once, before 
 a fresh session, in processes of their own with a fresh result cache: for claims whose
 figures come from shared results (the concrete experiments, a session fixture), worker
 processes or ranks. ``moves=("figure", ...)`` names the figures whose drift counts as the
-control turning the claim red; without it, only a failure does.
+control turning the claim red, also where another comparison of the claim is left undecided
+(the report names a moved figure either way); without it, only a failure does.
 
 ``python -m support controls`` runs every claim's tests under each of its controls and
 reports per control and claim what the verdict became (:func:`outcome`):
@@ -138,7 +139,10 @@ def outcome(control: Control, claim: str, variants: list[dict], timing: bool = F
     if failed:
         return "red", _first(failed)
     drifted = [v for v in ran if v["verdict"] == "drift"]
-    named = [v for v in drifted if set(_drifting(v)) & set(control.moves)]
+    # a named figure outside its tolerance is seen even where another comparison of the
+    # claim is undecided (the report says it moved): the undecided one cannot hide it
+    named = [v for v in ran if v["verdict"] in ("drift", "inconclusive")
+             and set(_drifting(v)) & set(control.moves)]
     if named:
         return "red", _first(named)
     if drifted:

@@ -77,16 +77,33 @@ def python_floats_become(real, dtype):
 
 
 def read_as(mp, change):
-    """For the test, every concrete table reads as ``change(values)`` (a copy of its values):
-    its columns, target, length and mix ids follow."""
+    """Every concrete table reads as ``change(values)`` (a copy of its values): its columns,
+    target, length and mix ids follow, for tables built before the patch and after it (a
+    process-scope control patches before the session loads the data)."""
     tables, ids = {}, data.Concrete.__dict__["mix_ids"].func
 
     def values(table):
         if id(table) not in tables:
             tables[id(table)] = change(table.__dict__["values"].copy())
         return tables[id(table)]
-    mp.setattr(data.Concrete, "values", property(values), raising=False)
+
+    def built(table, raw):
+        table.__dict__["values"] = raw
+        tables.pop(id(table), None)
+    mp.setattr(data.Concrete, "values", property(values, built), raising=False)
     mp.setattr(data.Concrete, "mix_ids", property(ids))
+
+
+def read_scaled(mp, column: str, factor: float) -> None:
+    """Every concrete table reads its ``column`` (a name of :data:`data.COLUMNS`) times
+    ``factor``: another unit (ages in weeks: 1/7) or a miscalibrated instrument (strengths
+    0.5 % low: 0.995)."""
+    j = data.COLUMNS.index(column)
+
+    def scaled(v):
+        v[:, j] = v[:, j] * factor
+        return v
+    read_as(mp, scaled)
 
 
 def step_on(mp, optimizer: type, change):
