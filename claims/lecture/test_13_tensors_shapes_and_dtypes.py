@@ -296,7 +296,6 @@ def test_out_of_bounds_reads_clamp(claim, where):
     read = (lambda a, i: a[i]) if where == "static" else _read
     got = float(read(jnp.arange(3.0), 10))
     claim.check('arange3_at_10', got)
-    assert got == 2.0
 
     # any index and length (a few lengths: each new length is a compile); indices from -100 to
     # 100 clamp into range after Python's negative wrap-around

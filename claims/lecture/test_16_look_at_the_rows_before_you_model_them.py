@@ -82,7 +82,7 @@ def test_the_crush_test_usually_runs_after_28_days(concrete, claim):
     claim.record("next most common age", second, unit="days", note=f"{m} rows")
     claim.record("ages tested", sorted(ages))
     # "usually": the most common age, well ahead of the next one
-    assert common == 28 and n > 2 * m, f"{common} days ({n} rows) against {second} ({m})"
+    assert n > 2 * m, f"{common} days ({n} rows) against {second} ({m})"
 
 
 @control("DS-11", "DS-14", what="the age column is in weeks, not days (28 days reads as 4)")
@@ -97,7 +97,7 @@ def test_grouping_by_the_seven_components_gives_428_mixes(concrete, claim):
     # contrast: age is not part of a mix, and adding it must split mixes apart
     with_age = len(_groups(concrete.X))
     claim.record("distinct mix+age settings", with_age)
-    assert n == 428 and with_age > n
+    assert with_age > n
 
 
 @control("DS-02", "DS-03", "DS-06", "DS-07", "DS-08",
@@ -117,7 +117,6 @@ def test_182_mixes_were_tested_at_more_than_one_age(concrete, claim):
         ages[m].add(a)
     n = sum(1 for s in ages.values() if len(s) > 1)
     claim.check('multi-age mixes', n)
-    assert n == 182
 
 
 @pytest.mark.claim("DS-04")
@@ -147,7 +146,6 @@ def test_the_file_has_25_exact_duplicate_rows(concrete, claim):
         dups += key in seen
         seen.add(key)
     claim.check('duplicates', dups)
-    assert dups == 25
 
 
 @pytest.mark.claim("DS-14")
@@ -165,9 +163,9 @@ def test_the_same_mix_appears_at_3_7_28_and_90_days(concrete, claim):
 @pytest.mark.claim("DS-06")
 def test_eight_settings_measured_twice_differ_by_the_stated_amounts(concrete, claim):
     diffs = repeatability_pairs(concrete)
-    claim.check('pairs', len(diffs))
+    # halt: the differences below are read pair by pair against the eight stated
+    claim.check('pairs', len(diffs), halt=True)
     claim.record("differences", [round(d, 3) for d in diffs], unit="MPa")
-    assert len(diffs) == 8
     stated = []
     for i, d in enumerate(diffs):
         claim.check(f"difference {i + 1}", d, unit="MPa")
@@ -181,7 +179,7 @@ def test_repeatability_sd_is_about_2_2_mpa_on_8_df(concrete, claim):
     sd = float(np.sqrt(np.mean(d ** 2) / 2))
     claim.check('repeatability SD', sd, unit='MPa')
     claim.check('degrees of freedom', len(d))
-    assert abs(sd - 2.2) < 0.1 and len(d) == 8
+    assert abs(sd - 2.2) < 0.1
 
 
 @pytest.mark.claim("DS-08")

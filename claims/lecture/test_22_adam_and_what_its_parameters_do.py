@@ -453,7 +453,6 @@ def test_beta1_averages_over_ten_steps_at_the_default(claim):
     claim.check('steps_to_1_minus_1_over_e', n)
     claim.check('one_over_one_minus_beta1', 1.0 / (1.0 - b1))
     claim.record("weight_of_last_10_steps", 1.0 - b1 ** 10)
-    assert n == 10
 
 
 @pytest.mark.claim("ADAM-03", "ADAM-04")
@@ -478,7 +477,6 @@ def test_beta2_averages_over_a_thousand_steps_at_the_default(claim):
     claim.record("default_beta2", b2)
     claim.check('steps_to_1_minus_1_over_e', n)
     claim.check('one_over_one_minus_beta2', 1.0 / (1.0 - b2))
-    assert n == 1000
 
 
 @control("ADAM-04", what="torch's Adam defaults beta2 to 0.99, an average over a hundred steps")
@@ -651,14 +649,13 @@ def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, cla
     claim.record("Adam first step / lr, min", float(adam[moved].min() / lr))
     claim.record("Adam first step / lr, max", float(adam[moved].max() / lr))
     col = plain.mean(0)
-    spread = claim.record("SGD first step, largest / smallest column", float(col.max() / col[col > 0].min()))
+    claim.check("SGD first step, largest / smallest column", float(col.max() / col[col > 0].min()))
     claim.record("Adam raw (survived)", runs["raw"].rmse, unit="MPa")
     claim.record("SGD raw (exploded)", sgd["raw", lr, 0].rmse, unit="MPa")
     assert torch.allclose(adam[moved], torch.full_like(adam[moved], lr), rtol=1e-3)
-    assert spread > 100
     # the outcome it explains: Adam survives with a mediocre model, SGD gives NaN
     assert math.isfinite(runs["raw"].rmse) and not math.isfinite(sgd["raw", lr, 0].rmse)
-    assert runs["raw"].rmse > 1.1 * runs["fixed"].rmse
+    claim.check("Adam raw / Adam scaled", runs["raw"].rmse / runs["fixed"].rmse)
 
 
 @pytest.mark.claim("ADAM-14")
@@ -927,7 +924,7 @@ def test_torch_defaults_adams_lr_to_1e_3_and_optax_requires_one(claim):
     claim.record('optax_learning_rate_required', required)
     with pytest.raises(TypeError):      # no learning rate: adam() cannot be called
         optax.adam()
-    assert lr == 1e-3 and required
+    assert required
     # in several parameter groups, the default fills each group that sets no lr of its own
     groups = torch.optim.Adam(param_groups(nested_model(), head_lr=0.05)).param_groups
     claim.record("lr_per_group", {g["name"]: g["lr"] for g in groups})
@@ -947,7 +944,6 @@ def test_torch_adamw_decays_0_01_by_default_and_optax_adamw_1e_4(claim):
     claim.check('torch_adamw_weight_decay', torch_wd)
     claim.check('optax_adamw_weight_decay', optax_wd)
     claim.check('ratio', torch_wd / optax_wd)
-    assert torch_wd == 0.01 and optax_wd == 1e-4
     # in several parameter groups, the default fills each group that sets no decay of its own
     groups = torch.optim.AdamW(param_groups(nested_model())).param_groups
     claim.record("adamw_weight_decay_per_group", {g["name"]: g["weight_decay"] for g in groups})

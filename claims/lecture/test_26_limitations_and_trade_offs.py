@@ -499,7 +499,6 @@ def test_non_differentiable_steps_return_silent_zero_gradients(claim, net, frame
     given = {k: "none (not in the graph)" if g is None else np.asarray(g, np.float64).tolist()
              for k, g in (("W", gW), ("b", gb))}
     claim.record("gradient handed back for W and b", given)
-    assert len(caught) == 0
     # uninformative: zero or absent, although the loss does depend on W
     assert all(g is None or not np.any(g) for g in (gW, gb)), f"{op}: a non-zero gradient {given}"
     W = np.asarray(net.W)

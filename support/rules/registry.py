@@ -62,7 +62,7 @@ MODULE_FIELDS = {"path", "why"}
 # disagree with what decides: {bound:NAME} "> 1.5", {stated:NAME} "2.8", {band:NAME} the
 # stated figure's tolerance band "[1.4, 5.6]", {reach:KEY} a rounding reach "+- 0.11"
 PLACEHOLDER = re.compile(r"\{(bound|stated|band|reach):([^{}]+)\}")
-FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why"}
+FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why", "fails_outside"}
 APPLIES_FIELDS = {"versions"}
 
 
@@ -174,7 +174,12 @@ class Figure:
     bound makes the claim fail, a stated figure outside its tolerance makes it drift.
     ``reference = true`` marks a figure the notes do not print (a measured reference, e.g.
     the protocol's re-run or the catalogue's reading): it is shown beside the measurement and
-    never decides (no tolerance, never drift); only its bounds, the qualitative claim, do."""
+    never decides (no tolerance, never drift); only its bounds, the qualitative claim, do.
+    ``fails_outside = true`` marks a stated figure that is the sentence itself (an API default,
+    a count of the dataset, exact arithmetic: "the default num_workers is 0"): outside its
+    tolerance the claim fails instead of drifting, so a test need not assert it a second time.
+    A figure that may move while the sentence stands (the number of equations in a jaxpr) is
+    left to drift."""
 
     claim: str
     name: str
@@ -183,6 +188,7 @@ class Figure:
     bounds: tuple = ()
     variant: str = ""
     reference: bool = False
+    fails_outside: bool = False
 
     def tolerance(self):
         from support.rules import tolerances
@@ -198,7 +204,10 @@ class Figure:
         from support.rules import tolerances
         # a reference is not what the notes print: nothing but the bounds is compared
         stated = None if self.reference else self.stated
-        return tolerances.judge_where(value, interval, stated, self.tolerance(), self.bounds)
+        outcome, by = tolerances.judge_where(value, interval, stated, self.tolerance(), self.bounds)
+        if outcome == "outside" and self.fails_outside:
+            return "broken", by          # the stated figure is the sentence: contradicted
+        return outcome, by
 
     def rule(self) -> str:
         """The figure's rule in words, for reports: "1.7e-18 (printed), bound <= 1e-15"."""
@@ -206,7 +215,8 @@ class Figure:
         if self.reference:
             parts.append(f"reference {self.stated} (not printed in the notes; shown, not compared)")
         elif self.stated is not None:
-            parts.append(f"stated {self.stated} ({self.tolerance().describe()})")
+            fails = "; outside it the claim fails" if self.fails_outside else ""
+            parts.append(f"stated {self.stated} ({self.tolerance().describe()}{fails})")
         parts += [f"bound {b}" for b in self.bounds]
         return ", ".join(parts)
 
@@ -238,6 +248,9 @@ def _figures(where: str, cid: str, raw, errors: list) -> dict:
             tol = None
         if f.get("reference") and "stated" not in f:
             errors.append(f"{fw}: reference = true needs the reference value in stated")
+        if f.get("fails_outside") and (f.get("reference") or "stated" not in f):
+            errors.append(f"{fw}: fails_outside = true needs a stated figure the notes print "
+                          "(not a reference): it says that figure is the sentence itself")
         if isinstance(tol, dict):
             if not f.get("why") and not tol.get("why"):
                 errors.append(f"{fw}: a tolerance override needs why = \"...\"")
@@ -256,7 +269,7 @@ def _figures(where: str, cid: str, raw, errors: list) -> dict:
             errors.append(f"{fw}: duplicate figure (same name and variant)")
         out.setdefault(f["name"], []).append(
             Figure(cid, f["name"], f.get("stated"), tol, bounds, f.get("variant", ""),
-                   bool(f.get("reference", False))))
+                   bool(f.get("reference", False)), bool(f.get("fails_outside", False))))
     return out
 
 

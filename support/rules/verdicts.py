@@ -90,7 +90,10 @@ def _describe(measurements: dict, names: list[str], what: str) -> str:
         m = measurements[n]
         iv = m.get("interval")
         val = fmt(m["value"]) + (f" [{fmt(iv[0])}, {fmt(iv[1])}]" if iv else "")
-        parts.append(f"{n} = {val} {what} {m.get('rule', '')}".rstrip())
+        # a stated figure that is the sentence itself (fails_outside) breaks no bound
+        said = ("contradicts the sentence's" if what == "breaks its bound:"
+                and m.get("decided_by") == "tolerance" else what)
+        parts.append(f"{n} = {val} {said} {m.get('rule', '')}".rstrip())
     return "; ".join(parts)
 
 

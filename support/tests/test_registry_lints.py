@@ -100,6 +100,11 @@ def _section(tmp_path, text: str, name: str = "01_s.toml", doc: str = "lecture")
     ("figures", '[{ name = "t", stated = 5, tol = { at_most = true }, why = "w", reference = true }]',
      "a reference figure .* takes no tol"),
     ("figures", '[{ name = "t", bound = "< 60", reference = true }]', "needs the reference value"),
+    # fails_outside says a printed figure is the sentence itself: a reference is not printed
+    ("figures", '[{ name = "t", stated = 3, reference = true, fails_outside = true }]',
+     "fails_outside = true needs a stated figure"),
+    ("figures", '[{ name = "t", bound = "> 1", fails_outside = true }]',
+     "fails_outside = true needs a stated figure"),
 ])
 def test_a_bad_registry_entry_is_refused(tmp_path, field, value, message):
     entry = {"id": '"AB-01"', "source": '"L:1"', "paraphrase": '"p"', "kind": '"a"',
@@ -446,10 +451,35 @@ def _values_checked(fn, ast) -> dict[str, set[str]]:
     return out
 
 
+def _expressions_checked(fn, ast) -> dict[str, set[str]]:
+    """Figure name -> the expressions (as source text) a test passes to claim.check for it."""
+    out: dict[str, set[str]] = {}
+    for call in [n for n in ast.walk(fn) if isinstance(n, ast.Call)]:
+        if getattr(call.func, "attr", "") == "check" and len(call.args) >= 2 \
+                and isinstance(call.args[0], ast.Constant):
+            out.setdefault(call.args[0].value, set()).add(ast.unparse(call.args[1]))
+    return out
+
+
+def _exact_stated(figure) -> float | None:
+    """The stated value of a figure the notes print exactly (tolerance "exact", or the
+    sentence itself: fails_outside), as a number; None for any other figure."""
+    from support.rules import tolerances
+    if figure.reference or figure.stated is None:
+        return None
+    if not (figure.fails_outside or figure.tolerance() is tolerances.TABLE["exact"]):
+        return None
+    try:
+        return tolerances.as_float(figure.stated)
+    except (TypeError, ValueError):
+        return None
+
+
 def restated_bounds(root: Path = ROOT, registry=None) -> list[str]:
     """Asserts in claim tests that compare a value the test passes to claim.check with a
-    literal equal to that figure's bound: the bound is the registry's (claim.check decides
-    it), the literal a second copy that can drift from it."""
+    literal equal to that figure's bound, or to the exact figure the notes state for it: the
+    rule is the registry's (claim.check decides it; a stated figure that is the sentence
+    itself says so with fails_outside), the literal a second copy that can drift from it."""
     import ast
     registry = registry or reg.load_registry()
     out = []
@@ -459,15 +489,21 @@ def restated_bounds(root: Path = ROOT, registry=None) -> list[str]:
             ids = [a.value for d in fn.decorator_list for s in ast.walk(d)
                    if isinstance(s, ast.Call) and getattr(s.func, "attr", "") == "claim"
                    for a in s.args if isinstance(a, ast.Constant)]
-            checked = _values_checked(fn, ast)
+            checked, exprs = _values_checked(fn, ast), _expressions_checked(fn, ast)
+            figures = [(cid, f) for cid in ids if cid in registry for f in registry[cid].all_figures()]
             bounds = [(float(b.value), checked.get(f.name, set()), f"{cid} {f.name!r} {b}")
-                      for cid in ids if cid in registry for f in registry[cid].all_figures()
-                      for b in f.bounds if b.op != "=="]
+                      for cid, f in figures for b in f.bounds if b.op != "=="]
+            # a stated figure is matched by the very expression checked (the same number
+            # is often compared for another reason beside it: saved['grad'] > 0)
+            stated = [(_exact_stated(f), exprs.get(f.name, set()),
+                       f"{cid} {f.name!r} stated {f.stated} (mark it fails_outside instead)")
+                      for cid, f in figures if _exact_stated(f) is not None]
             for node in [n for n in ast.walk(fn) if isinstance(n, ast.Assert)]:
                 for cmp in [n for n in ast.walk(node.test) if isinstance(n, ast.Compare)]:
                     sides = [cmp.left, *cmp.comparators]
                     names = {n.id for side in sides for n in ast.walk(side)
                              if isinstance(n, ast.Name)}
+                    texts = {ast.unparse(side) for side in sides}
                     for side in sides:
                         try:
                             value = float(ast.literal_eval(side))
@@ -475,6 +511,8 @@ def restated_bounds(root: Path = ROOT, registry=None) -> list[str]:
                             continue
                         out += [f"{path.relative_to(root)}:{node.lineno} ({fn.name}): {what}"
                                 for bound, used, what in bounds if bound == value and used & names]
+                        out += [f"{path.relative_to(root)}:{node.lineno} ({fn.name}): {what}"
+                                for exact, used, what in stated if exact == value and used & texts]
     return out
 
 
@@ -493,6 +531,19 @@ def test_the_restated_bound_lint_sees_one(tmp_path):
         '    r = 2.4\n    claim.check("r", r)\n    assert r >= 3, "several times"\n')
     found = restated_bounds(tmp_path, reg.load_registry(tmp_path / "claims"))
     assert found == ["claims/lecture/test_01_s.py:8 (test_r): AB-01 'r' >= 3"]
+
+
+def test_the_restated_bound_lint_sees_an_exact_stated_figure(tmp_path):
+    """Negative control of the lint above for a stated figure: a count the notes print, checked
+    and then asserted again, is two copies of one fact (fails_outside says it once)."""
+    _section(tmp_path / "claims", HEADER + _ONE
+             + 'figures = [{ name = "mixes", stated = 428, tol = "exact", fails_outside = true }]\n')
+    (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
+        'import pytest\n\n\n@pytest.mark.claim("AB-01")\ndef test_r(claim):\n'
+        '    n = len(range(428))\n    claim.check("mixes", n)\n    assert n == 428 and n > 0\n')
+    found = restated_bounds(tmp_path, reg.load_registry(tmp_path / "claims"))
+    assert found == ["claims/lecture/test_01_s.py:8 (test_r): AB-01 'mixes' stated 428 "
+                     "(mark it fails_outside instead)"]
 
 
 def _device_prefixes() -> set[str]:

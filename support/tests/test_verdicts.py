@@ -57,6 +57,22 @@ def test_a_reference_figure_never_drifts_and_its_bounds_still_decide():
     assert stated.judge(7.4) == ("outside", "tolerance")
 
 
+def test_a_figure_that_is_the_sentence_fails_outside_its_tolerance():
+    """fails_outside: "the default num_workers is 0" is false at 2, not a moved number; the
+    same count without it (the number of equations in a jaxpr) drifts."""
+    from support.rules.registry import Figure
+    fact = Figure("XX-01", "default num_workers", stated=0, tol="exact", fails_outside=True)
+    assert fact.judge(0) == ("within", "tolerance")
+    assert fact.judge(2) == ("broken", "tolerance")
+    assert "outside it the claim fails" in fact.rule()
+    moved = Figure("XX-01", "n_equations", stated=16, tol="exact")
+    assert moved.judge(17) == ("outside", "tolerance")
+    out = v.variant_outcome(when="call", passed=True, skipped=False, measurements={
+        "default num_workers": {"value": 2, "outcome": "broken", "decided_by": "tolerance",
+                                "rule": fact.rule()}})
+    assert out.verdict == "fails" and "contradicts the sentence's stated 0" in out.reason
+
+
 def test_text_and_bools_compare_exactly():
     assert judge("float32", None, "float32") == "within"
     assert judge("float64", None, "float32") == "outside"
