@@ -87,11 +87,11 @@ def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs)
                     roughness(get(raw), get(fixed), get(broken)))
 
 
-@control("STORY-11", "STORY-14", "STORY-13", scope="process",
+@control("STORY-11", "STORY-14", "STORY-13", "ADAM-13", scope="process",
          moves=("Adam, scaled inputs", "raw / scaled"),
          what="scikit-learn's StandardScaler hands its input back unchanged, so the working "
               "loop trains on raw inputs too and Adam no longer reaches 5.5 MPa: scaled and "
-              "raw are one run, nothing left for Adam to 'not fully undo'")
+              "raw are one run, nothing left for Adam to 'not fully undo' and no bug to hide")
 def standard_scaler_passes_inputs_through(mp):
     # process scope: the runs come from the shared experiments (a module fixture)
     from sklearn.preprocessing import StandardScaler
