@@ -90,11 +90,16 @@ def _describe(measurements: dict, names: list[str], what: str) -> str:
         m = measurements[n]
         iv = m.get("interval")
         val = fmt(m["value"]) + (f" [{fmt(iv[0])}, {fmt(iv[1])}]" if iv else "")
-        # a stated figure that is the sentence itself (fails_outside) breaks no bound
-        said = ("contradicts the sentence's" if what == "breaks its bound:"
-                and m.get("decided_by") == "tolerance" else what)
-        parts.append(f"{n} = {val} {said} {m.get('rule', '')}".rstrip())
+        parts.append(f"{n} = {val} {what} {m.get('rule', '')}".rstrip())
     return "; ".join(parts)
+
+
+def _describe_broken(measurements: dict, names: list[str]) -> str:
+    """Broken figures in words: a bound broken, or a stated figure that is the sentence
+    itself (fails_outside, decided by its tolerance) contradicted."""
+    return "; ".join(_describe(measurements, [n], "contradicts the sentence's"
+                               if measurements[n].get("decided_by") == "tolerance"
+                               else "breaks its bound:") for n in names)
 
 
 def variant_outcome(*, when: str, passed: bool, skipped: bool, skip_reason: str = "",
@@ -113,7 +118,7 @@ def variant_outcome(*, when: str, passed: bool, skipped: bool, skip_reason: str 
         return Outcome("not-applicable" if not_applicable else "skipped", skip_reason)
     if not passed:
         if halted and when == "call" and by.get("broken"):
-            return Outcome("fails", _describe(ms, by["broken"], "breaks its bound:"),
+            return Outcome("fails", _describe_broken(ms, by["broken"]),
                            tuple(by["broken"]))
         if assertion and when == "call":
             extra = _describe(ms, by.get("broken", []), "against")
@@ -126,7 +131,7 @@ def variant_outcome(*, when: str, passed: bool, skipped: bool, skip_reason: str 
         return Outcome("error", "the claim test ended without recording a measurement "
                        "(use claim.check or claim.record)")
     if by.get("broken"):
-        return Outcome("fails", _describe(ms, by["broken"], "breaks its bound:"), tuple(by["broken"]))
+        return Outcome("fails", _describe_broken(ms, by["broken"]), tuple(by["broken"]))
     # "drift" says the qualitative claim held: not while one of its bounds is undecided
     open_bounds = [n for n in by.get("undecided", []) if ms[n].get("decided_by") == "bound"]
     if open_bounds:

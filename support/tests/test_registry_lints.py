@@ -438,27 +438,20 @@ def test_the_threshold_lint_sees_a_restated_bound(tmp_path):
     assert len(found) == 2 and "[2.5, 3.5]" in found[0] and "above 4" in found[1]
 
 
-def _values_checked(fn, ast) -> dict[str, set[str]]:
-    """Figure name -> the variables whose values a test passes to claim.check for it."""
-    out: dict[str, set[str]] = {}
+def _values_checked(fn, ast) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Figure name -> the variables whose values a test passes to claim.check for it, and
+    figure name -> those expressions as source text."""
+    names: dict[str, set[str]] = {}
+    texts: dict[str, set[str]] = {}
     for call in [n for n in ast.walk(fn) if isinstance(n, ast.Call)]:
         if getattr(call.func, "attr", "") == "check" and len(call.args) >= 2 \
                 and isinstance(call.args[0], ast.Constant):
             called = {id(c.func) for c in ast.walk(call.args[1]) if isinstance(c, ast.Call)}
-            out.setdefault(call.args[0].value, set()).update(
+            names.setdefault(call.args[0].value, set()).update(
                 n.id for n in ast.walk(call.args[1])
                 if isinstance(n, ast.Name) and id(n) not in called)
-    return out
-
-
-def _expressions_checked(fn, ast) -> dict[str, set[str]]:
-    """Figure name -> the expressions (as source text) a test passes to claim.check for it."""
-    out: dict[str, set[str]] = {}
-    for call in [n for n in ast.walk(fn) if isinstance(n, ast.Call)]:
-        if getattr(call.func, "attr", "") == "check" and len(call.args) >= 2 \
-                and isinstance(call.args[0], ast.Constant):
-            out.setdefault(call.args[0].value, set()).add(ast.unparse(call.args[1]))
-    return out
+            texts.setdefault(call.args[0].value, set()).add(ast.unparse(call.args[1]))
+    return names, texts
 
 
 def _exact_stated(figure) -> float | None:
@@ -489,7 +482,7 @@ def restated_bounds(root: Path = ROOT, registry=None) -> list[str]:
             ids = [a.value for d in fn.decorator_list for s in ast.walk(d)
                    if isinstance(s, ast.Call) and getattr(s.func, "attr", "") == "claim"
                    for a in s.args if isinstance(a, ast.Constant)]
-            checked, exprs = _values_checked(fn, ast), _expressions_checked(fn, ast)
+            checked, exprs = _values_checked(fn, ast)
             figures = [(cid, f) for cid in ids if cid in registry for f in registry[cid].all_figures()]
             bounds = [(float(b.value), checked.get(f.name, set()), f"{cid} {f.name!r} {b}")
                       for cid, f in figures for b in f.bounds if b.op != "=="]
