@@ -145,7 +145,7 @@ def _adam_lr_times(mp, factor: float):
                           "training loss plateaus after epoch 1, its noise kept")
 def adam_stops_after_the_first_epoch(mp):
     # the sentence's own scale: a drop, then a flat line with the run's noise
-    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr if n <= 13 else 0.0)
+    perturb.stops_after_epoch(mp, torch.optim.Adam, 1)
 
 
 @control("STORY-04", expect="holds",

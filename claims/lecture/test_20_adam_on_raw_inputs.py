@@ -180,7 +180,7 @@ def test_sgd_on_raw_inputs_gives_nan_within_the_first_epoch(claim, sgd, lr):
               "non-finite loss comes in epoch 2, not 'within the first epoch'")
 def sgd_waits_out_the_first_epoch(mp):
     # the sentence's own scale: the blow-up one epoch later, nothing else changed
-    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: 0.0 if n <= 13 else lr)
+    perturb.waits_out_epochs(mp, torch.optim.SGD, 1)
 
 
 @control("STORY-12", "STORY-13", "ADAM-13", scope="process",

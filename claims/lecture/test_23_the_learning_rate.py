@@ -69,7 +69,7 @@ def sgd_steps_two_percent_shorter(mp):
          scope="process")
 def sgd_stops_before_the_last_epoch(mp):
     # 'still descending' at its threshold: one flat epoch at the end, the figure kept
-    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: lr if n <= 119 * 13 else 0.0)
+    perturb.stops_after_epoch(mp, torch.optim.SGD, 119)
 
 
 @pytest.mark.claim("LR-02")

@@ -9,7 +9,9 @@ again (:func:`backward_runs`, AD-01, AD-06), an optimizer method that sees its f
 group only (:func:`first_group_only`: the realistic model's controls, LOOP-01, LOOP-10, TAPE-21),
 an optimizer's steps taken with another setting per step (:func:`steps_with`,
 :func:`steps_with_lr`: the learning-rate, story and protocol figures' controls, LR-*, STORY-*,
-RNG-13, SPLIT-*).
+RNG-13, SPLIT-*), or stopped and started at an epoch's edge (:func:`stops_after_epoch`,
+:func:`waits_out_epochs`: STORY-04, STORY-07, STORY-12, LR-01); scikit-learn's boosted tree fitted
+with other settings (:func:`boosting_with`, SPLIT-*, RNG-12).
 """
 from __future__ import annotations
 
@@ -144,6 +146,37 @@ def steps_with_lr(mp, optimizer: type, lr_at) -> None:
     step: ``lr * 0.98`` for steps 2 % shorter, ``0.0`` after step ``k`` for a run that stops
     there (its parameters stay where step ``k`` left them)."""
     steps_with(mp, optimizer, "lr", lr_at)
+
+
+def boosting_with(mp, **params) -> None:
+    """scikit-learn's HistGradientBoostingRegressor fitted with ``params`` in place of its
+    defaults (``max_iter=93``, ``learning_rate=0.11``): the tree moved by a chosen amount
+    while the networks it is compared with stay as they are."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    real = HistGradientBoostingRegressor.fit
+
+    def fit(self, X, y, *args, **kwargs):
+        self.set_params(**params)
+        return real(self, X, y, *args, **kwargs)
+    mp.setattr(HistGradientBoostingRegressor, "fit", fit)
+
+
+# the notes' loop on a lecture fold: 824 training rows in batches of 64 are 13 steps an epoch
+# (LOOP-04 counts them), so a control can stop or start an optimizer at an epoch's edge
+STEPS_PER_EPOCH = 13
+
+
+def stops_after_epoch(mp, optimizer: type, epoch: int) -> None:
+    """``optimizer`` takes no step after the notes' loop's epoch ``epoch`` (lr 0 from then on:
+    the run's later epochs evaluate the network that epoch left, bit for bit)."""
+    steps_with_lr(mp, optimizer, lambda lr, n: lr if n <= epoch * STEPS_PER_EPOCH else 0.0)
+
+
+def waits_out_epochs(mp, optimizer: type, epochs: int) -> None:
+    """``optimizer`` takes no step in the notes' loop's first ``epochs`` epochs (lr 0), then
+    steps as it should."""
+    steps_with_lr(mp, optimizer, lambda lr, n: 0.0 if n <= epochs * STEPS_PER_EPOCH else lr)
 
 
 # ----------------------------------------------------------------------------- a share dearer
