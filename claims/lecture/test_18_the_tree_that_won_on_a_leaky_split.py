@@ -104,27 +104,7 @@ def test_random_kfold_tree_4_44_and_mlp_4_87(concrete, claim, tvn, fresh):
               "either split and gains little from the leak")
 def boosted_tree_stops_after_ten_iterations(mp):
     # process scope: the trees are fitted once, with the shared experiments
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
-    real = HistGradientBoostingRegressor.fit
-
-    def fit(self, X, y, *args, **kwargs):
-        self.max_iter = 10
-        return real(self, X, y, *args, **kwargs)
-    mp.setattr(HistGradientBoostingRegressor, "fit", fit)
-
-
-def _boosting_with(mp, **params):
-    """scikit-learn's HistGradientBoostingRegressor fitted with ``params`` in place of its
-    defaults."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
-    real = HistGradientBoostingRegressor.fit
-
-    def fit(self, X, y, *args, **kwargs):
-        self.set_params(**params)
-        return real(self, X, y, *args, **kwargs)
-    mp.setattr(HistGradientBoostingRegressor, "fit", fit)
+    perturb.boosting_with(mp, max_iter=10)
 
 
 @control("SPLIT-01", scope="process", moves=("HGB, KFold mean of 25",),
@@ -135,7 +115,7 @@ def _boosting_with(mp, **params):
               "moves the tree)")
 def boosted_tree_stops_after_ninety_three_iterations(mp):
     # the figure's own scale: the tree's mean of 25 just over its tolerance (4.461 with 100)
-    _boosting_with(mp, max_iter=93)
+    perturb.boosting_with(mp, max_iter=93)
 
 
 @control("SPLIT-02", scope="process", moves=("gap / SE",),
@@ -145,7 +125,7 @@ def boosted_tree_stops_after_ninety_three_iterations(mp):
               "leave 4.0, inside 'about 5')")
 def boosted_tree_stops_after_eighty_iterations(mp):
     # the sentence's own scale: the gap's z just below 'about 5' (25 %: 3.75)
-    _boosting_with(mp, max_iter=80)
+    perturb.boosting_with(mp, max_iter=80)
 
 
 @control("SPLIT-04", "SPLIT-08", "SPLIT-11", scope="process",
@@ -155,7 +135,7 @@ def boosted_tree_stops_after_eighty_iterations(mp):
 def boosted_tree_learns_a_tenth_faster(mp):
     # the sentences' own scale: the grouped gap just over 2 SE; the lowest seed's gap moves to
     # +0.06, within rounding's reach of 0 (SPLIT-08's other half undecided, not reached)
-    _boosting_with(mp, learning_rate=0.11)
+    perturb.boosting_with(mp, learning_rate=0.11)
 
 
 @control("SPLIT-01", "SPLIT-04", "LOOP-13", "RNG-13", scope="process",
@@ -229,7 +209,7 @@ def test_both_models_lose_when_the_leak_closes_and_the_tree_more(claim, tvn):
 def boosted_tree_stops_after_thirty_three_iterations(mp):
     # the sentence's own scale: 'the tree faster' through the notes' +- 2 SE rule, the gain
     # difference's interval just under 0
-    _boosting_with(mp, max_iter=33)
+    perturb.boosting_with(mp, max_iter=33)
 
 
 @control("SPLIT-05", scope="process", moves=("HGB gain from the leak",),
@@ -239,7 +219,7 @@ def boosted_tree_stops_after_thirty_three_iterations(mp):
 def boosted_tree_stops_after_ninety_six_iterations(mp):
     # the printed figure's own scale, seen though the claim's comparison is undecided: a
     # moved figure is reported beside an undecided interval, and a control sees it there
-    _boosting_with(mp, max_iter=96)
+    perturb.boosting_with(mp, max_iter=96)
 
 
 @pytest.mark.claim("SPLIT-06")
@@ -317,3 +297,16 @@ def test_a_single_seed_could_show_the_mlp_winning_on_the_grouped_split(claim, tv
     # "five seeds show a tie": the 25 runs' gap within 2 SE (the figure's bound)
     gap, se = gap_and_se(res)
     claim.check("five seeds' gap / SE", gap / se, note="paired MLP - tree over std (ddof 0) / sqrt 25")
+
+
+@control("SPLIT-08", "RNG-12", scope="process", expect="holds",
+         what="scikit-learn's HistGradientBoostingRegressor needs 15 rows in a leaf instead of "
+              "its default 20: on the grouped folds the tree is 0.15 MPa weaker, seeds 0 and 1 "
+              "show the MLP winning by 0.18 and 0.12 MPa, seed 0 beyond rounding's reach of a "
+              "tie (0.11), while the five seeds' mean still has the tree ahead by 0.09, a tie "
+              "within 0.5 SE")
+def boosted_tree_needs_fifteen_rows_a_leaf(mp):
+    # the single-seed sentence made true at its own threshold: the lowest seed's gap 0.07 MPa
+    # past the reach that keeps it undecided as measured (-0.04), where no tree setting moves
+    # every seed alike by more (the networks are left as they are)
+    perturb.boosting_with(mp, min_samples_leaf=15)

@@ -236,7 +236,7 @@ def test_seed_to_seed_spread_can_reverse_the_model_comparison(claim, grouped):
     claim.check("a seed's gap in the mean's direction, the lowest", against, unit="MPa",
                 **tolerances.within_reach(against, "mpa:mean of 5"))
     # the spread is comparable to the gap
-    assert spread > 0.5 * abs(overall)
+    claim.check("spread of the per-seed gap / |gap|", spread / abs(overall))
 
 
 @control("RNG-12", scope="process",
@@ -244,11 +244,23 @@ def test_seed_to_seed_spread_can_reverse_the_model_comparison(claim, grouped):
               "one network five times (the same initialisation and shuffles), so no seed's gap "
               "differs from the mean's")
 def manual_seed_ignores_its_argument(mp):
-    # the sentence's own subject, the seed-to-seed spread, taken away; the claim itself is
-    # undecided (its lowest seed within rounding's reach of 0), so a control at its threshold
-    # could not be told from the claim as measured
+    # the sentence's own subject, the seed-to-seed spread, taken away (its threshold's control
+    # is the next one)
     real = torch.manual_seed
     mp.setattr(torch, "manual_seed", lambda seed: real(0))
+
+
+@control("RNG-12", scope="process",
+         what="scikit-learn's HistGradientBoostingRegressor stops after 24 boosting iterations "
+              "instead of its default 100: on the grouped folds the tree is 0.74 MPa weaker, "
+              "the MLP wins on every seed, the closest by 0.20 MPa, beyond rounding's reach "
+              "(0.11): the seed-to-seed spread (0.23, as before) no longer reverses the "
+              "comparison (measured: 26 iterations leave the closest seed 0.08 from a tie, "
+              "undecided)")
+def boosted_tree_stops_after_twenty_four_iterations(mp):
+    # the sentence's own scale: the gap just large enough, against the spread the seeds
+    # keep, that no seed crosses it. The tree is the one arm that moves every seed alike
+    perturb.boosting_with(mp, max_iter=24)
 
 
 @pytest.mark.xdist_group("concrete-experiments")
