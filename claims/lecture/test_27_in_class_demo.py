@@ -221,15 +221,19 @@ def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
     assert ratio > 1
 
 
-@control("SPLIT-10", what="every step of torch.optim.Adam costs 30 ms more CPU time: one network "
-                          "at a time, the 50 networks take hours, not a few minutes")
-def one_at_a_time_adam_step_costs_30_ms_more(mp):
+@control("SPLIT-10",
+         what="every step of torch.optim.Adam costs 14 ms more CPU time: the 260,000 steps of "
+              "the 50 networks one at a time (400 epochs of 13) add 60.7 minutes, just over the "
+              "hour that 'a few minutes' stays under, to the machine's own minutes")
+def adam_steps_cost_an_hour_in_all(mp):
+    # the bound's own scale, whatever the machine: the added cost alone lands the estimate
+    # just past 60 minutes, and the machine's own training (one minute or more) only adds
+    # to it. CPU time, since the test reads process_time: a sleep would not count
     real = torch.optim.Adam.step
 
-    def slow(self, closure=None):
-        # CPU time, since the test reads process_time: a sleep would not count
-        until = time.process_time() + 0.030
+    def dearer(self, closure=None):
+        until = time.process_time() + 0.014
         while time.process_time() < until:
             pass
         return real(self, closure)
-    mp.setattr(torch.optim.Adam, "step", slow)
+    mp.setattr(torch.optim.Adam, "step", dearer)
