@@ -26,6 +26,7 @@ from support.lab import experiments, perturb
 from support.lab.data import lecture_split
 from support.lab.perturb import read_scaled
 from support.lab.train_torch import baseline_rmse, prepare
+from support.rules import tolerances
 
 
 def curve(result):
@@ -83,8 +84,10 @@ def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs)
                       ("validation RMSE", lambda r: r.history)):
         claim.record(f"largest relapse of the {what}: raw, working loop, no zero_grad",
                      [round(relapse(get(r)), 3) for r in (raw, fixed, broken)])
-        claim.check(f"{what} roughness, working loop 0 to no zero_grad 1",
-                    roughness(get(raw), get(fixed), get(broken)))
+        # decided beyond rounding's reach: the run without zero_grad, its far end, is chaotic
+        value = roughness(get(raw), get(fixed), get(broken))
+        claim.check(f"{what} roughness, working loop 0 to no zero_grad 1", value,
+                    **tolerances.within_reach(value, "roughness:working loop 0 to no zero_grad 1"))
 
 
 @control("STORY-11", "STORY-14", "STORY-13", "ADAM-13", scope="process",
@@ -139,6 +142,19 @@ def fine_aggregate_reads_a_tenth_of_a_percent_high(mp):
     # the figure's own scale: one printed digit off a single run's 8.3. A single run moves
     # that much under any small change of its inputs, so no smaller move is steady
     read_scaled(mp, "fine_agg", 1.001)
+
+
+@control("STORY-11", scope="process",
+         what="torch's Adam steps 0.5 % longer: the raw-input run's early bounce grows (its "
+              "validation relapse 1.56 instead of 1.52) and the run without zero_grad wanders "
+              "less (1.94 instead of 2.46), so the raw curve sits at 0.64 on their scale, past "
+              "the middle beyond rounding's reach: not 'smoothly' (measured: 0.5 % shorter "
+              "gives 0.52, within the reach of 0.5)")
+def adam_steps_half_a_percent_longer(mp):
+    # 'smoothly' at its own threshold: the validation roughness just across 0.5, through the
+    # same two references the reading uses (a single run moves this much under any small
+    # change of its steps: no smaller move is steady)
+    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * 1.005)
 
 
 @pytest.mark.claim("DS-12")
