@@ -272,7 +272,7 @@ def adam_steps_one_percent_longer(mp):
     # Three sentences quote that run's 5.5 (the baseline story, zero_grad restored, the
     # scaler fitted on the training rows); process scope, because two of them read it
     # through a module fixture
-    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * 1.01)
+    perturb.steps_scaled(mp, torch.optim.Adam, 1.01)
 
 
 @control("STORY-01", "STORY-02", moves=("baseline",),

@@ -137,10 +137,6 @@ def adam_climbs_the_loss(mp):
     mp.setattr(torch.optim.Adam, "__init__", climbing)
 
 
-def _adam_lr_times(mp, factor: float):
-    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * factor)
-
-
 @control("STORY-04", what="torch's Adam stops stepping after the first epoch's 13 steps: the "
                           "training loss plateaus after epoch 1, its noise kept")
 def adam_stops_after_the_first_epoch(mp):
@@ -154,7 +150,7 @@ def adam_stops_after_the_first_epoch(mp):
               "falling after epoch 4 (measured: 2.71 +- 0.64 noise SDs, just over 2; at a "
               "fourteenth, 2.47 +- 0.64, undecided)")
 def adam_steps_a_twentieth(mp):
-    _adam_lr_times(mp, 0.05)
+    perturb.steps_scaled(mp, torch.optim.Adam, 0.05)
 
 
 @pytest.mark.claim("STORY-03")
@@ -296,7 +292,7 @@ def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(conc
               "the printed 5.5 and 16.2 (measured: 2 % longer steps give 5.50 and 16.08)")
 def adam_steps_two_percent_shorter(mp):
     # the figures' own scale: a single run's RMSE, printed to 0.1 MPa
-    _adam_lr_times(mp, 0.98)
+    perturb.steps_scaled(mp, torch.optim.Adam, 0.98)
 
 
 @pytest.mark.claim("SHAPE-14")

@@ -154,7 +154,7 @@ def adam_steps_half_a_percent_longer(mp):
     # 'smoothly' at its own threshold: the validation roughness just across 0.5, through the
     # same two references the reading uses (a single run moves this much under any small
     # change of its steps: no smaller move is steady)
-    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * 1.005)
+    perturb.steps_scaled(mp, torch.optim.Adam, 1.005)
 
 
 @pytest.mark.claim("DS-12")

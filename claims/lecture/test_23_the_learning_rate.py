@@ -47,10 +47,6 @@ def test_lr_0_001_is_at_11_9_and_still_descending(claim, sgd):
     assert slope < 0 and np.all(np.diff(h[-10:]) < 0)
 
 
-def _sgd_lr_times(mp, factor: float):
-    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: lr * factor)
-
-
 @control("LR-01", scope="process", moves=("RMSE",),
          what="torch's SGD takes steps 2 % shorter than its lr (0.98e-3 for the sweep's 1e-3): "
               "the 0.001 run ends at 11.97 MPa, outside the printed 11.9 (measured: 1.5 % "
@@ -58,7 +54,7 @@ def _sgd_lr_times(mp, factor: float):
 def sgd_steps_two_percent_shorter(mp):
     # the figure's own scale: the 0.001 run falls 0.03 MPa an epoch at the end, and its RMSE
     # moves about 3.3 MPa per unit of log lr (measured over +-2 %)
-    _sgd_lr_times(mp, 0.98)
+    perturb.steps_scaled(mp, torch.optim.SGD, 0.98)
 
 
 @control("LR-01",
@@ -86,7 +82,7 @@ def test_lr_0_01_reaches_6_4(claim, sgd):
               "leaves 6.4496, inside by a hair; 4 % longer 6.392, 5 % longer 6.329)")
 def sgd_steps_three_percent_shorter(mp):
     # the figure's own scale: the smallest whole-percent change that carries it out
-    _sgd_lr_times(mp, 0.97)
+    perturb.steps_scaled(mp, torch.optim.SGD, 0.97)
 
 
 @pytest.mark.claim("LR-03")
@@ -104,7 +100,7 @@ def test_lr_0_1_reaches_5_1(claim, sgd):
 def sgd_steps_a_thousandth_shorter(mp):
     # the figure's own scale: at lr 0.1 the run's last epochs swing by 0.3 MPa from one
     # epoch to the next, so a thousandth of the lr already moves where it ends by 0.2
-    _sgd_lr_times(mp, 0.999)
+    perturb.steps_scaled(mp, torch.optim.SGD, 0.999)
 
 
 @pytest.mark.claim("LR-04")
@@ -126,7 +122,8 @@ def test_lr_2_gives_nan_from_the_first_epoch_on_every_seed(claim, sgd):
               "10 steps only seed 4 starts late, over two epochs all six start at epoch 2)")
 def sgd_warms_up_over_the_first_epoch(mp):
     # 'from the first epoch' at its threshold: the failure still total, one epoch late
-    perturb.steps_with_lr(mp, torch.optim.SGD, lambda lr, n: lr * min(1.0, n / 13))
+    perturb.steps_with_lr(mp, torch.optim.SGD,
+                          lambda lr, n: lr * min(1.0, n / perturb.STEPS_PER_EPOCH))
 
 
 @pytest.mark.claim("LR-06")
@@ -146,7 +143,7 @@ def test_the_sweep_is_ordered(claim, sgd):
 def sgd_steps_2_8_times_longer(mp):
     # the ordering at its threshold: the 0.1 run pushed just past its best lr, the 0.01 run
     # not yet there
-    _sgd_lr_times(mp, 2.8)
+    perturb.steps_scaled(mp, torch.optim.SGD, 2.8)
 
 
 @pytest.mark.claim("LR-05")
@@ -182,7 +179,7 @@ def test_lr_1_depends_on_the_seed_nan_in_two_diverged_in_four(concrete, claim, s
 def sgd_steps_three_percent_longer(mp):
     # the seed dependence at its threshold: lr 1.0 sits at the edge of divergence, and 3 %
     # puts every seed over it into NaN
-    _sgd_lr_times(mp, 1.03)
+    perturb.steps_scaled(mp, torch.optim.SGD, 1.03)
 
 
 @control("LR-05", scope="process",
@@ -193,7 +190,7 @@ def sgd_steps_three_percent_longer(mp):
 def sgd_steps_one_percent_shorter(mp):
     # 'diverged to between 91 and 1,235' at its threshold: the same seeds finite, no longer
     # far worse than the mean
-    _sgd_lr_times(mp, 0.99)
+    perturb.steps_scaled(mp, torch.optim.SGD, 0.99)
 
 
 @pytest.mark.claim("LR-07")

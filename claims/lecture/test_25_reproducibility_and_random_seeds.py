@@ -338,4 +338,4 @@ def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
 def adam_steps_two_percent_longer_on_every_group(mp):
     # the figures' own scale: the mean and spread of 25 runs each just outside its tolerance.
     # The batched networks give Adam their lr per parameter group, so the step reads it there
-    perturb.steps_with_lr(mp, torch.optim.Adam, lambda lr, n: lr * 1.02)
+    perturb.steps_scaled(mp, torch.optim.Adam, 1.02)
