@@ -197,6 +197,31 @@ def test_a_moved_figure_counts_even_beside_an_undecided_comparison(verdict, move
         assert ctl.outcome(c, "XX-01", variants, timing=timing)[0] == outcome
 
 
+@pytest.mark.parametrize("verdict,figures,outcome", [
+    # the figure it makes true holds; another's magnitude is left undecided: green (JIT-18)
+    ("inconclusive", {"g": "within", "s": "undecided"}, "green"),
+    ("drift", {"g": "within", "s": "outside"}, "green"),
+    ("holds", {"g": "within"}, "green"),
+    # the named figure is still off, or undecided (on a timing claim: undecided)
+    ("drift", {"g": "outside", "s": "within"}, "stayed red"),
+    ("inconclusive", {"g": "undecided"}, ("stayed red", "undecided")),
+    # a failure anywhere counts, and a figure never recorded is not shown to hold
+    ("fails", {"g": "within", "s": "broken"}, "stayed red"),
+    ("holds", {"s": "within"}, "stayed red")])
+def test_a_positive_control_that_names_its_figures_is_judged_on_them(verdict, figures, outcome):
+    """A positive control makes the failing half true; the claim's other figures may read
+    this machine's magnitude against the notes' (an edge of a factor-2 band), which it does
+    not aim at: reported in its evidence, a failure among them still counted."""
+    c = ctl.Control("c", ("XX-01",), "w", lambda mp: None, moves=("g",), expect="holds")
+    variants = [{"verdict": verdict, "reason": "r",
+                 "figures": {n: {"outcome": o} for n, o in figures.items()}}]
+    want = outcome if isinstance(outcome, tuple) else (outcome, outcome)
+    for timing, o in zip((False, True), want):
+        assert ctl.outcome(c, "XX-01", variants, timing=timing)[0] == o
+    if want[0] == "green" and "s" in figures and figures["s"] != "within":
+        assert "not aimed at: s " in ctl.outcome(c, "XX-01", variants)[1]
+
+
 def test_an_undeclared_expectation_is_refused():
     with pytest.raises(ValueError, match="expect must be one of"):
         ctl.control("XX-01", what="w", expect="fails")
