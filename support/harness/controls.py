@@ -276,7 +276,9 @@ def _variants_under(report: dict, name: str) -> dict[str, list[dict]]:
     return out
 
 
-def _evaluate(c: Control, report: dict, seconds: float, how: str, registry: dict) -> dict:
+def evaluate(c: Control, report: dict, seconds: float, how: str, registry: dict) -> dict:
+    """One control's entry of ``controls.json``: its outcome for each of its claims, from the
+    claims ``report`` of the session that ran it (``how``: test-scope or process)."""
     under = _variants_under(report, c.name)
     results = {}
     for cid in c.claims:
@@ -389,7 +391,7 @@ def run(command: str, args) -> int:
             _, rep, wall = _pytest(["-n", args.workers, "--controls", *claim_args],
                                    args.out / "test-scope", {}, log)
             for c in tests:
-                results.append(_evaluate(c, rep, wall / max(1, len(tests)), "test-scope", registry))
+                results.append(evaluate(c, rep, wall / max(1, len(tests)), "test-scope", registry))
             print(f"controls: {len(tests)} test-scope controls in one session, {wall:.0f} s")
         left = []
         for c in ordered:
@@ -401,7 +403,7 @@ def run(command: str, args) -> int:
                 _, rep, wall = _pytest(["-n", args.workers, "--fresh", f"--control={c.name}",
                                         *[f"--claim={cid}" for cid in c.claims]],
                                        args.out / c.name, {"LECTURE11_CACHE": cache}, log)
-            results.append(_evaluate(c, rep, wall, "process", registry))
+            results.append(evaluate(c, rep, wall, "process", registry))
             print(f"controls: {c.name} ({', '.join(c.claims)}), its own session, {wall:.0f} s")
     baseline = json.loads(args.report.read_text()) if args.report.is_file() else None
     summary = summarise(results, registry, baseline)

@@ -30,14 +30,22 @@ about fifteen); one that would start with under 30 s left is skipped and said so
 3. **claims-dev01-amp10** (15 %): DEV-01 (moving a model is two lines) and AMP-10 (mixed
    precision's memory and throughput).
 4. **claims-gpu-rest** (40 %): the rest of the GPU tier.
-5. **bench-cuda**, **bench-cpu** (25 % each): the bench tier on one device each, one
+5. **claims-cuda-variants** (10 %): the CUDA variants of claims outside the GPU tier, whose
+   CPU variants the default run decides (DEV-10: timings are the least reproducible numbers),
+   selected as ``--tier fast,slow --only-device cuda -m needs_device``.
+6. **controls-gpu** (15 %): the test-scope negative controls of the GPU claims that are
+   quick to run (DEV-02 to DEV-06, RNG-08), which have never run where CUDA is, in one
+   ``pytest --controls`` session; ``controls.json`` says per control and claim what the
+   verdict became, as ``python -m support controls`` does.
+7. **bench-cuda**, **bench-cpu** (25 % each): the bench tier on one device each, one
    pytest-benchmark JSON per device named
    ``bench_<host>_<gpu>_torch<v>_jax<v>_<device>.json`` (machine, accelerator, framework
    versions and device), so that files of different machines and versions sit side by side.
 
-Every claims step runs ``pytest claims --tier gpu --require-device cuda`` on its selection (a
-CUDA-absent skip is an error, and a step in which no CUDA variant ran fails). What it leaves in
-``DIR`` (six files, no subfolders), rewritten after every step, so that a window that closes
+Every claims step runs ``pytest claims --tier gpu --require-device cuda`` on its selection
+(the last one its tiers instead; a CUDA-absent skip is an error, and a step in which no CUDA
+variant ran fails). What it leaves in
+``DIR`` (seven files, no subfolders), rewritten after every step, so that a window that closes
 mid-run still leaves what was done:
 
 * ``claims.json``, ``claims.md``: the claims steps' reports merged into one (each claim from
@@ -46,6 +54,7 @@ mid-run still leaves what was done:
 * ``summary.json``: the budget, the plan, each step's command, limit, exit code, wall time,
   verdict counts and whether it was stopped at its deadline, the device's fingerprint, the
   claims the benchmarks ran for (benchmarks inform claims and decide nothing), the files;
+* ``controls.json``: the controls step's outcomes (:mod:`support.harness.controls`);
 * ``gpu_run.log``: the output of every step.
 
 Exit code: 0 when every step passed, else the code of the first step that did not (124: it
@@ -121,6 +130,9 @@ class Step:
     share: float
     claims: tuple[str, ...] = ()   # a claims step's selection; () = the rest of the GPU tier
     device: str = ""               # a bench step's device
+    # a claims step's tiers; outside the GPU tier only the tests' CUDA variants are run
+    tier: str = "gpu"
+    controls: bool = False         # runs its claims' test-scope controls, not the claims
 
     @property
     def bench(self) -> bool:
@@ -134,6 +146,17 @@ CLAIM_STEPS = (
     Step("claims-dev01-amp10", "moving a model is two lines (DEV-01); mixed precision's "
          "memory and throughput (AMP-10)", 0.15, claims=("DEV-01", "AMP-10")),
     Step("claims-gpu-rest", "the rest of the GPU tier", 0.40),
+    # a claim of the slow tier with a CUDA variant: the default run decides its CPU variant,
+    # and the GPU tier's steps never select it (its CUDA variant had never run)
+    Step("claims-cuda-variants", "the CUDA variants of claims outside the GPU tier (DEV-10: "
+         "the timings are the least reproducible numbers)", 0.10, claims=("DEV-10",),
+         tier="fast,slow"),
+)
+# the GPU claims whose tests take seconds: their controls re-run them once per control
+CONTROL_STEPS = (
+    Step("controls-gpu", "the test-scope negative controls of the quick GPU claims (DEV-02 to "
+         "DEV-06, RNG-08)", 0.15,
+         claims=("DEV-02", "DEV-03", "DEV-04", "DEV-05", "DEV-06", "RNG-08"), controls=True),
 )
 BENCH_STEPS = (
     Step("bench-cuda", "the bench tier on the GPU", 0.25, device="cuda"),
@@ -143,7 +166,7 @@ BENCH_STEPS = (
 
 def plan(no_bench: bool = False) -> tuple[Step, ...]:
     """The steps in the order they run: what matters most first."""
-    return CLAIM_STEPS + (() if no_bench else BENCH_STEPS)
+    return CLAIM_STEPS + CONTROL_STEPS + (() if no_bench else BENCH_STEPS)
 
 
 def _loud(msg: str) -> None:
@@ -321,7 +344,12 @@ def command(step: Step, data: str | None, limit: float, report: Path,
         if step.device == "cuda":
             cmd += ["--require-device", "cuda"]
     else:
-        cmd += ["--tier", "gpu", "--require-device", "cuda"]
+        cmd += ["--tier", step.tier, "--require-device", "cuda"]
+        if step.controls:
+            cmd += ["--controls", "-p", "no:randomly"]
+        if step.tier != "gpu":
+            # a device-generic test's CUDA variant, not the claim's other tests
+            cmd += ["--only-device", "cuda", "-m", "needs_device"]
         if step.claims:
             cmd += [f"--claim={c}" for c in step.claims]
         else:
@@ -390,6 +418,40 @@ def _write_claims(reports: list[dict], out: Path, stopped: dict[str, str]) -> li
     return [out / "claims.json", out / "claims.md"]
 
 
+def _write_controls(step: Step, report: Path, wall: float, out: Path) -> Path | None:
+    """The controls step's outcomes, judged as ``python -m support controls`` judges them, in
+    a child process: finding the controls imports every claim module, and this long-lived
+    process never imports torch or JAX (the card stays the steps')."""
+    path = out / "controls.json"
+    code = "import sys; from support.harness import gpu_run; gpu_run.judge_controls(*sys.argv[1:])"
+    proc = subprocess.run([sys.executable, "-c", code, str(report), str(path), str(wall),
+                           *step.claims], cwd=ROOT, env=child_env(), capture_output=True,
+                          text=True, timeout=PREFLIGHT_S)
+    if proc.returncode != 0 or not path.exists():
+        print(f"controls: could not judge the step's report: {proc.stderr[-2000:]}", flush=True)
+        return None
+    return path
+
+
+def judge_controls(report: str, out: str, wall: str, *claims: str) -> None:
+    """Write ``out``: every test-scope control of ``claims`` judged on the claims ``report``
+    of a ``--controls`` session."""
+    from support.harness import controls
+    from support.rules import registry as reg
+    registry = reg.load_registry()
+    data = json.loads(Path(report).read_text(encoding="utf-8"))
+    chosen = [c for c in controls.discover().values()
+              if c.scope == "test" and set(claims) & set(c.claims)]
+    results = [controls.evaluate(c, data, float(wall) / max(1, len(chosen)), "test-scope",
+                                  registry) for c in chosen]
+    counts: dict[str, int] = {}
+    for r in results:
+        for res in r["results"].values():
+            counts[res["outcome"]] = counts.get(res["outcome"], 0) + 1
+    _write_json(Path(out), {"schema": 1, "claims": list(claims), "counts": counts,
+                            "controls": results})
+
+
 def _ran(report: dict) -> dict:
     """A step's verdict counts, of the claims it ran."""
     counts: dict[str, int] = {}
@@ -404,7 +466,7 @@ def arguments(command: str, parser) -> None:
     parser.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
     parser.add_argument("--concrete-data", default=None,
                         help="the concrete data (.csv or .xls, or a folder holding one)")
-    parser.add_argument("--no-bench", action="store_true", help="run the GPU claims only")
+    parser.add_argument("--no-bench", action="store_true", help="run the GPU claims and their controls only")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S,
                         help=f"wall-clock budget for all steps (default {BUDGET_S:.0f} s: a "
                              "fifteen-minute window less the machine's start-up)")
@@ -450,7 +512,7 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
             if limit < MIN_STEP_S:
                 why = f"no time left in the {budget:.0f} s budget ({max(left(), 0):.0f} s)"
                 summary["steps"].append({"step": step.name, "rc": STOPPED, "skipped": why})
-                if not step.bench:
+                if not step.bench and not step.controls:
                     stopped[step.name] = f"was skipped: {why}"
                     if reports:
                         _write_claims(reports, out, stopped)
@@ -462,13 +524,18 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
             st = run_step(step.name, command(step, data, limit, report_dir, bench_json),
                           limit, logs, child_env())
             st["what"] = step.what
-            if st.get("stopped") and not step.bench:
+            if st.get("stopped") and not step.bench and not step.controls:
                 stopped[step.name] = f"was {st['stopped']}"
             rep = report_dir / "claims.json"
             if rep.exists():
                 data_rep = json.loads(rep.read_text(encoding="utf-8"))
                 st["verdicts"] = _ran(data_rep)
-                if step.bench:
+                if step.controls:
+                    path = _write_controls(step, rep, st.get("wall_s", 0.0), out)
+                    st["controls"] = json.loads(path.read_text())["counts"] if path else None
+                    if path and str(path) not in summary["files"]:
+                        summary["files"].append(str(path))
+                elif step.bench:
                     st["benchmarked_claims"] = sorted(
                         c["id"] for c in data_rep.get("claims", [])
                         if any(v.get("verdict") == "benchmark" for v in c.get("variants", [])))
@@ -477,7 +544,7 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
                 st["report"] = "kept"
             else:
                 st["report"] = "none: the step ended before pytest wrote it"
-            if not step.bench and reports:
+            if not step.bench and not step.controls and reports:
                 for p in _write_claims(reports, out, stopped):
                     if str(p) not in summary["files"]:
                         summary["files"].append(str(p))

@@ -119,7 +119,7 @@ def suite(pytester, monkeypatch):
     def run(*args):
         pytester.runpytest("--claims-report", str(pytester.path / "out"), *args)
         report = json.loads((pytester.path / "out" / "claims.json").read_text())
-        return {name: ctl._evaluate(ctl.CONTROLS[name], report, 0.0, "test", {})["results"]
+        return {name: ctl.evaluate(ctl.CONTROLS[name], report, 0.0, "test", {})["results"]
                 for name in ctl.CONTROLS if name in _names(report)}
 
     return run

@@ -8,6 +8,7 @@ device probe is replaced by a stub named as such: nothing in this file measures 
 pretends that this machine has a GPU."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -175,8 +176,9 @@ def test_the_steps_run_in_the_order_of_what_matters_most(fake_run, tmp_path):
     rc, summary, calls, _ = fake_run({}, budget_s=gpu_run.BUDGET_S)
     assert rc == 0 and summary["ok"] and summary["complete"]
     assert [c["step"] for c in calls] == ["claims-cpu-vs-gpu", "claims-dev01-amp10",
-                                          "claims-gpu-rest", "bench-cuda", "bench-cpu"]
-    first, second, rest = (c["args"] for c in calls[:3])
+                                          "claims-gpu-rest", "claims-cuda-variants",
+                                          "controls-gpu", "bench-cuda", "bench-cpu"]
+    first, second, rest, variants, ctls = (c["args"] for c in calls[:5])
     assert {a for a in first if a.startswith("--claim=")} == {
         "--claim=DEV-07", "--claim=DEV-08", "--claim=DEV-09", "--claim=DEV-13", "--claim=DEV-14"}
     assert {a for a in second if a.startswith("--claim=")} == {"--claim=DEV-01", "--claim=AMP-10"}
@@ -184,6 +186,23 @@ def test_the_steps_run_in_the_order_of_what_matters_most(fake_run, tmp_path):
     assert k.startswith("not (") and all(c in k for c in ("DEV-07", "DEV-14", "DEV-01", "AMP-10"))
     for args in (first, second, rest):
         assert args[args.index("--tier") + 1] == "gpu" and "--require-device" in args
+        assert "--only-device" not in args
+    # outside the GPU tier, only the CUDA variants of device-generic tests
+    assert variants[variants.index("--tier") + 1] == "fast,slow"
+    assert variants[variants.index("--only-device") + 1] == "cuda"
+    assert variants[variants.index("-m") + 1] == "needs_device"
+    assert "--require-device" in variants and "--claim=DEV-10" in variants
+    # the controls step: the GPU tier's quick claims under their test-scope controls
+    assert "--controls" in ctls and ctls[ctls.index("--tier") + 1] == "gpu"
+    assert "--require-device" in ctls and "--claim=DEV-02" in ctls
+    assert "--controls" not in first + second + rest + variants
+    judged = json.loads((tmp_path / "out" / "controls.json").read_text())
+    names = {c["name"] for c in judged["controls"]}
+    assert {"layers-move-the-data-themselves", "device-error-says-nothing"} <= names
+    assert all(c["scope"] == "test" for c in judged["controls"])
+    # the fake session ran no control variant: each is "not run", none is called red
+    assert set(judged["counts"]) == {"not run"}
+    assert summary["steps"][4]["controls"] == judged["counts"]
     # the merged report holds each claim from the step that ran it
     merged = json.loads((tmp_path / "out" / "claims.json").read_text())
     verdicts = {c["id"]: c["verdict"] for c in merged["claims"]}
@@ -192,7 +211,8 @@ def test_the_steps_run_in_the_order_of_what_matters_most(fake_run, tmp_path):
     # a folder that comes back whole: at most 8 files, no subfolders, nothing half-written
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert all((tmp_path / "out" / f).is_file() for f in files) and len(files) <= 8
-    assert {"claims.json", "claims.md", "summary.json", "gpu_run.log"} <= set(files)
+    assert {"claims.json", "claims.md", "summary.json", "gpu_run.log",
+            "controls.json"} <= set(files)
     assert sum(f.startswith("bench_") and f.endswith(("_cuda.json", "_cpu.json"))
                for f in files) == 2
     assert sorted(Path(p).name for p in summary["files"]) == files
@@ -208,7 +228,7 @@ def test_a_summary_is_on_disk_after_a_stopped_step_and_the_run_goes_on(fake_run,
     assert seen["steps"][0]["rc"] == gpu_run.STOPPED and "deadline" in seen["steps"][0]["stopped"]
     # the run went on and says what was stopped
     assert rc == gpu_run.STOPPED and summary["complete"] and not summary["ok"]
-    assert [s["rc"] for s in summary["steps"]] == [gpu_run.STOPPED, 0, 0, 0, 0]
+    assert [s["rc"] for s in summary["steps"]] == [gpu_run.STOPPED, 0, 0, 0, 0, 0, 0]
     assert summary["steps"][1]["verdicts"] == {"holds": 2}
     # a claim the stopped step did not reach says so, not "not selected"
     merged = {c["id"]: c for c in json.loads((tmp_path / "out" / "claims.json").read_text())
@@ -255,9 +275,10 @@ def test_the_whole_run_keeps_to_its_budget(fake_run):
     assert summary["wall_s"] <= budget + 1.5 and wall <= budget + 2.0
 
 
-def test_no_bench_runs_the_claims_steps_only(fake_run):
+def test_no_bench_runs_the_claims_and_controls_steps_only(fake_run):
     rc, summary, calls, _ = fake_run({}, budget_s=60.0, no_bench=True)
-    assert rc == 0 and [c["step"] for c in calls] == [s.name for s in gpu_run.CLAIM_STEPS]
+    assert rc == 0 and [c["step"] for c in calls] == [
+        s.name for s in gpu_run.CLAIM_STEPS + gpu_run.CONTROL_STEPS]
 
 
 def test_this_process_opens_no_device(fake_run, monkeypatch):
@@ -332,3 +353,25 @@ def test_the_gpu_tier_needs_no_xlrd_pandas_keras_onnx_or_flax(tmp_path, concrete
     for cid in ("DEV-05", "DEV-12", "DEV-15", "RNG-09", "AMP-06"):
         assert by_id[cid]["verdict"] == "skipped", by_id[cid]
         assert "CUDA absent" in by_id[cid]["variants"][0]["reason"]
+
+
+def test_every_cuda_variant_outside_the_gpu_tier_has_a_step(tmp_path):
+    """A claim of the fast or slow tier with a CUDA variant (DEV-10) is decided on the CPU by
+    the default run; the GPU tier's steps never select it. The last claims step's selection,
+    collected here, is exactly those CUDA variants, and it names every claim they test."""
+    step = next(s for s in gpu_run.CLAIM_STEPS if s.tier != "gpu")
+    cmd = gpu_run.command(step, None, 600.0, tmp_path / "report")
+    cmd = [a for a in cmd if not a.startswith(("--claim=", "--claims-report="))]
+    i = cmd.index("--require-device")
+    proc = subprocess.run(cmd[:i] + cmd[i + 2:] + ["--collect-only", "-p", "no:randomly"],
+                          cwd=gpu_run.ROOT, capture_output=True, text=True, timeout=300,
+                          env=gpu_run.child_env())
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert ids and all(i.endswith("[cuda]") for i in ids), proc.stdout[-2000:]
+    tested = set()
+    for node in ids:
+        path, name = node.split("::", 1)
+        module = importlib.import_module(path[:-3].replace("/", "."))
+        fn = getattr(module, name.split("[", 1)[0])
+        tested |= {m.args[0] for m in getattr(fn, "pytestmark", []) if m.name == "claim"}
+    assert tested == set(step.claims)
