@@ -292,6 +292,21 @@ def evaluate(c: Control, report: dict, seconds: float, how: str, registry: dict)
             "seconds": round(seconds, 1), "run": how, "results": results}
 
 
+def count(results: list[dict]) -> dict[str, int]:
+    """How many control x claim results had each outcome."""
+    counts: dict[str, int] = {}
+    for r in results:
+        for res in r["results"].values():
+            counts[res["outcome"]] = counts.get(res["outcome"], 0) + 1
+    return counts
+
+
+def as_declared(counts: dict[str, int]) -> bool:
+    """No control survived, stayed red or broke (undecided and not run are listed, not
+    counted): what fails a controls run."""
+    return not (counts.get("survived") or counts.get("stayed red") or counts.get("broken"))
+
+
 def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> dict:
     """Per claim: its controls and whether one turned it red (``controlled``), or why not."""
     verdicts = {c["id"]: c["verdict"] for c in (baseline or {}).get("claims", [])}
@@ -407,10 +422,7 @@ def run(command: str, args) -> int:
             print(f"controls: {c.name} ({', '.join(c.claims)}), its own session, {wall:.0f} s")
     baseline = json.loads(args.report.read_text()) if args.report.is_file() else None
     summary = summarise(results, registry, baseline)
-    counts: dict[str, int] = {}
-    for r in results:
-        for res in r["results"].values():
-            counts[res["outcome"]] = counts.get(res["outcome"], 0) + 1
+    counts = count(results)
     wall = time.monotonic() - t0
     data = {"schema": 1, "suite_commit": commit,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -436,5 +448,4 @@ def run(command: str, args) -> int:
         from support.reports import report
         report.write(annotate(baseline, data), args.report.parent)
     print(f"controls: {args.out / 'controls.json'}")
-    return 0 if not (counts.get("survived") or counts.get("stayed red")
-                     or counts.get("broken")) else 1
+    return 0 if as_declared(counts) else 1

@@ -99,6 +99,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+# the controls' rules only: it imports no framework (finding the controls does, in a child)
+from support.harness import controls
 from support.paths import ROOT
 
 # fifteen minutes on a borrowed machine: its start-up takes a few, the copy back one; nine
@@ -436,7 +438,6 @@ def _write_controls(step: Step, report: Path, wall: float, out: Path) -> Path | 
 def judge_controls(report: str, out: str, wall: str, *claims: str) -> None:
     """Write ``out``: every test-scope control of ``claims`` judged on the claims ``report``
     of a ``--controls`` session."""
-    from support.harness import controls
     from support.rules import registry as reg
     registry = reg.load_registry()
     data = json.loads(Path(report).read_text(encoding="utf-8"))
@@ -444,12 +445,8 @@ def judge_controls(report: str, out: str, wall: str, *claims: str) -> None:
               if c.scope == "test" and set(claims) & set(c.claims)]
     results = [controls.evaluate(c, data, float(wall) / max(1, len(chosen)), "test-scope",
                                   registry) for c in chosen]
-    counts: dict[str, int] = {}
-    for r in results:
-        for res in r["results"].values():
-            counts[res["outcome"]] = counts.get(res["outcome"], 0) + 1
-    _write_json(Path(out), {"schema": 1, "claims": list(claims), "counts": counts,
-                            "controls": results})
+    _write_json(Path(out), {"schema": 1, "claims": list(claims),
+                            "counts": controls.count(results), "controls": results})
 
 
 def _ran(report: dict) -> dict:
@@ -466,7 +463,8 @@ def arguments(command: str, parser) -> None:
     parser.add_argument("--out", required=True, help="folder for the report, benchmarks and logs")
     parser.add_argument("--concrete-data", default=None,
                         help="the concrete data (.csv or .xls, or a folder holding one)")
-    parser.add_argument("--no-bench", action="store_true", help="run the GPU claims and their controls only")
+    parser.add_argument("--no-bench", action="store_true",
+                        help="run the GPU claims and their controls only")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S,
                         help=f"wall-clock budget for all steps (default {BUDGET_S:.0f} s: a "
                              "fifteen-minute window less the machine's start-up)")
@@ -532,9 +530,15 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
                 st["verdicts"] = _ran(data_rep)
                 if step.controls:
                     path = _write_controls(step, rep, st.get("wall_s", 0.0), out)
-                    st["controls"] = json.loads(path.read_text())["counts"] if path else None
+                    counts = json.loads(path.read_text())["counts"] if path else None
+                    st["controls"] = counts
                     if path and str(path) not in summary["files"]:
                         summary["files"].append(str(path))
+                    # a red control is a failing test, which is what it should be: the step
+                    # passes when every control did what it declares, as the controls run does
+                    if st["rc"] != STOPPED:
+                        st["pytest_rc"] = st["rc"]
+                        st["rc"] = 0 if counts is not None and controls.as_declared(counts) else 1
                 elif step.bench:
                     st["benchmarked_claims"] = sorted(
                         c["id"] for c in data_rep.get("claims", [])

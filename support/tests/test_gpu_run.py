@@ -141,10 +141,12 @@ entry = lambda cid, verdict: {"id": cid, "document": "lecture", "section": "Devi
 ran = [entry(c, "holds") for c in claims]
 rest = [entry(c, "not-run") for c in ("DEV-01", "DEV-05", "DEV-07") if c not in claims]
 os.makedirs(report, exist_ok=True)
-json.dump({"schema": 2, "environment": {}, "elapsed_s": 1.0, "summary": {},
+json.dump({} if action == "empty" else
+          {"schema": 2, "environment": {}, "elapsed_s": 1.0, "summary": {},
            "unexpected": [], "stale_expectations": [], "claims": ran + rest},
           open(os.path.join(report, "claims.json"), "w"))
 print(step, "ok", flush=True)
+sys.exit(1 if action == "fail" else 0)     # "fail": tests failed, the report written
 """
 
 
@@ -216,6 +218,17 @@ def test_the_steps_run_in_the_order_of_what_matters_most(fake_run, tmp_path):
     assert sum(f.startswith("bench_") and f.endswith(("_cuda.json", "_cpu.json"))
                for f in files) == 2
     assert sorted(Path(p).name for p in summary["files"]) == files
+
+
+@pytest.mark.parametrize("action,rc", [("fail", 0), ("empty", 1)])
+def test_the_controls_step_passes_when_its_controls_did_what_they_declare(fake_run, action, rc):
+    """Under a negative control its test fails, as it should: pytest's exit status then says
+    nothing, and the step's is the controls run's (a survivor, a positive control that stayed
+    red or a control whose session wrote no report fails it)."""
+    code, summary, _, _ = fake_run({"controls-gpu": action}, budget_s=60.0, no_bench=True)
+    [st] = [s for s in summary["steps"] if s["step"] == "controls-gpu"]
+    assert st["pytest_rc"] == (1 if action == "fail" else 0) and st["rc"] == rc == code
+    assert ("broken" in st["controls"]) == (action == "empty")
 
 
 def test_a_summary_is_on_disk_after_a_stopped_step_and_the_run_goes_on(fake_run, tmp_path):
