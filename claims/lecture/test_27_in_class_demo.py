@@ -228,9 +228,9 @@ QUICK_EPOCH_S = 0.0027
 
 @control("SPLIT-10",
          what="the course's training loop costs 2.7 ms of CPU time an epoch, whatever it "
-              "trains (a library and machine about seven times faster than a 2-core x86 "
-              "CPU): the 50 networks one at a time take 0.9 minutes, just under the minute "
-              "that 'a few minutes' asks for at least")
+              "trains (as on a library and machine several times faster): the 50 networks "
+              "one at a time take 0.9 minutes, just under the minute that 'a few minutes' "
+              "asks for at least")
 def an_epoch_costs_under_three_milliseconds(mp):
     # The bound's lower edge on every machine: anything that takes away a share of torch's
     # work (fewer rows, fewer steps an epoch) moves the estimate in proportion to the

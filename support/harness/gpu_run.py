@@ -140,6 +140,11 @@ class Step:
     def bench(self) -> bool:
         return bool(self.device)
 
+    @property
+    def merged(self) -> bool:
+        """A claims step: its report joins claims.json, and what it did not reach says so."""
+        return not (self.bench or self.controls)
+
 
 CLAIM_STEPS = (
     Step("claims-cpu-vs-gpu", "the design card's 'small MLPs run faster on CPU than GPU' "
@@ -441,8 +446,8 @@ def judge_controls(report: str, out: str, wall: str, *claims: str) -> None:
     from support.rules import registry as reg
     registry = reg.load_registry()
     data = json.loads(Path(report).read_text(encoding="utf-8"))
-    chosen = [c for c in controls.discover().values()
-              if c.scope == "test" and set(claims) & set(c.claims)]
+    controls.discover()
+    chosen = [c for c in controls.for_claims(claims) if c.scope == "test"]
     results = [controls.evaluate(c, data, float(wall) / max(1, len(chosen)), "test-scope",
                                   registry) for c in chosen]
     _write_json(Path(out), {"schema": 1, "claims": list(claims),
@@ -510,7 +515,7 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
             if limit < MIN_STEP_S:
                 why = f"no time left in the {budget:.0f} s budget ({max(left(), 0):.0f} s)"
                 summary["steps"].append({"step": step.name, "rc": STOPPED, "skipped": why})
-                if not step.bench and not step.controls:
+                if step.merged:
                     stopped[step.name] = f"was skipped: {why}"
                     if reports:
                         _write_claims(reports, out, stopped)
@@ -522,7 +527,7 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
             st = run_step(step.name, command(step, data, limit, report_dir, bench_json),
                           limit, logs, child_env())
             st["what"] = step.what
-            if st.get("stopped") and not step.bench and not step.controls:
+            if st.get("stopped") and step.merged:
                 stopped[step.name] = f"was {st['stopped']}"
             rep = report_dir / "claims.json"
             if rep.exists():
@@ -548,7 +553,7 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
                 st["report"] = "kept"
             else:
                 st["report"] = "none: the step ended before pytest wrote it"
-            if not step.bench and not step.controls and reports:
+            if step.merged and reports:
                 for p in _write_claims(reports, out, stopped):
                     if str(p) not in summary["files"]:
                         summary["files"].append(str(p))
