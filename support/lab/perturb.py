@@ -11,7 +11,10 @@ an optimizer's steps taken with another setting per step (:func:`steps_with`,
 :func:`steps_with_lr`, :func:`steps_scaled`: the learning-rate, story and protocol figures'
 controls, LR-*, STORY-*, RNG-13, SPLIT-*), or stopped and started at an epoch's edge
 (:func:`stops_after_epoch`, :func:`waits_out_epochs`: STORY-04, STORY-07, STORY-12, LR-01);
-scikit-learn's boosted tree fitted with other settings (:func:`boosting_with`, SPLIT-*, RNG-12).
+scikit-learn's boosted tree fitted with other settings (:func:`boosting_with`, SPLIT-*, RNG-12);
+the CUDA card standing in for the CPU (:func:`card_is_the_cpu`: both sides of a device comparison
+doing the same work, DEV-06 to DEV-14) and a whole training step made dearer
+(:func:`training_steps_dearer`, DEV-12).
 """
 from __future__ import annotations
 
@@ -254,3 +257,115 @@ def first_group_only(mp, owner: type, method: str) -> None:
         finally:
             self.param_groups = groups
     mp.setattr(owner, method, first_only)
+
+
+# ----------------------------------------------------------------------------- the card
+# the factories a tensor asked for on a device comes from (their device is a keyword)
+FACTORIES = ("tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace",
+             "eye", "rand", "randn", "randint", "randperm", "zeros_like", "ones_like",
+             "empty_like", "full_like", "rand_like", "randn_like")
+
+
+def _names_the_card(target) -> bool:
+    import torch
+    if isinstance(target, (str, torch.device)):
+        return torch.device(target).type == "cuda"
+    # .to(0), .cuda(0): a device index is a CUDA device
+    return isinstance(target, int) and not isinstance(target, bool)
+
+
+def asked_for_the_card(t) -> bool:
+    """Whether ``t`` (a tensor or parameter) was asked for on the card under
+    :func:`card_is_the_cpu`."""
+    return bool(getattr(t, "_asked_for_the_card", False))
+
+
+def card_is_the_cpu(mp) -> None:
+    """Everything asked of the CUDA card is made or kept on the CPU: torch's factories given
+    ``device="cuda"``, ``Tensor.to``/``.cuda`` and ``Module.to``/``.cuda``, each tensor,
+    parameter and buffer so placed marked (:func:`asked_for_the_card`). torch still reports
+    the card present, and synchronising it waits for nothing: the two sides of a CPU-vs-GPU
+    comparison then run the same work on the CPU, on any card, and every ratio of them is 1
+    but for noise (a level control needs no measurement of the card to sit on its bound)."""
+    import torch
+    from torch import nn
+
+    def mark(t):
+        if isinstance(t, torch.Tensor):
+            t._asked_for_the_card = True
+        return t
+
+    def kept(kwargs):
+        if _names_the_card(kwargs.get("device")):
+            return {**kwargs, "device": "cpu"}, True
+        return kwargs, False
+
+    def factory(real):
+        def make(*args, **kwargs):
+            kwargs, card = kept(kwargs)
+            out = real(*args, **kwargs)
+            return mark(out) if card else out
+        return make
+
+    for name in FACTORIES:
+        if hasattr(torch, name):
+            mp.setattr(torch, name, factory(getattr(torch, name)))
+
+    tensor_to, module_to = torch.Tensor.to, nn.Module.to
+
+    def to_the_cpu(real, self, args, kwargs):
+        kwargs, card = kept(kwargs)
+        if args and _names_the_card(args[0]):
+            args, card = ("cpu", *args[1:]), True
+        return real(self, *args, **kwargs), card
+
+    def t_to(self, *args, **kwargs):
+        out, card = to_the_cpu(tensor_to, self, args, kwargs)
+        return mark(out) if card else out
+
+    def m_to(self, *args, **kwargs):
+        out, card = to_the_cpu(module_to, self, args, kwargs)
+        if card:
+            for t in (*self.parameters(), *self.buffers()):
+                mark(t)
+        return out
+
+    def m_cuda(self, device=None):
+        return m_to(self, "cuda" if device is None else device)
+
+    mp.setattr(torch.Tensor, "to", t_to)
+    mp.setattr(torch.Tensor, "cuda", lambda self, device=None, non_blocking=False, **kw:
+               t_to(self, "cuda" if device is None else device, non_blocking=non_blocking))
+    mp.setattr(nn.Module, "to", m_to)
+    mp.setattr(nn.Module, "cuda", m_cuda)
+
+
+def training_steps_dearer(mp, optimizer: type, share: float, where=lambda param: True) -> None:
+    """Every training step of ``optimizer`` whose first parameter satisfies ``where`` made
+    ``share`` dearer, the whole step: after the step it spins for ``share`` of the time since
+    the step's forward pass began (the first outermost ``nn.Module`` call since the last step;
+    the step's own time where no module ran). Proportional, as :func:`dearer`: a ratio of two
+    sides lands at 1 + ``share`` times their own on any machine."""
+    from torch import nn
+
+    call, step = nn.Module.__call__, optimizer.step
+    state = {"depth": 0, "began": None}
+
+    def called(self, *args, **kwargs):
+        if state["depth"] == 0 and state["began"] is None:
+            state["began"] = time.perf_counter()
+        state["depth"] += 1
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            state["depth"] -= 1
+
+    def stepped(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        began, state["began"] = state["began"], None
+        out = step(self, *args, **kwargs)
+        if where(self.param_groups[0]["params"][0]):
+            spin(share * (time.perf_counter() - (t0 if began is None else began)))
+        return out
+    mp.setattr(nn.Module, "__call__", called)
+    mp.setattr(optimizer, "step", stepped)

@@ -15,6 +15,7 @@ import torch
 
 import claims.lecture.test_24_devices_and_when_a_gpu_helps as dev
 import claims.sheet.test_01_key_ideas_09_gpus_run_asynchronously as sync
+from support.lab import perturb
 from support.lab.train_torch import train
 from support.machine import devices, timing
 
@@ -164,3 +165,59 @@ class _Est:
 def test_the_crossover_is_an_interval_of_the_sweeps_widths(intervals, expected):
     assert dev.crossover({w: _Est(*iv) for w, iv in intervals.items()}) == expected
 
+
+
+# --------------------------------------------------------------------------- the level controls
+def test_under_the_level_control_what_is_asked_of_the_card_runs_on_the_cpu(concrete):
+    """the-card-is-the-cpu: every way the device claims put work on the card (a factory's
+    device, Tensor.to/.cuda, Module.to) keeps it on the CPU, marked, so that both sides of a
+    comparison do the same work; undone, torch is as it was. No card is needed to see that."""
+    real = (torch.Tensor.to, torch.nn.Module.to, torch.randn)
+    mp = pytest.MonkeyPatch()
+    try:
+        dev.the_card_is_the_cpu(mp)
+        on_card = [torch.randn(16, device="cuda"), torch.zeros(2, device=torch.device("cuda")),
+                   torch.ones(3).to("cuda:0"), torch.ones(3).to(0), torch.ones(3).cuda(),
+                   torch.ones(3).to("cuda", torch.float64)]
+        assert all(t.device.type == "cpu" and perturb.asked_for_the_card(t) for t in on_card)
+        assert on_card[-1].dtype == torch.float64            # the rest of a .to() still applies
+        model = dev.mlp().to("cuda")
+        assert all(p.device.type == "cpu" and perturb.asked_for_the_card(p)
+                   for p in model.parameters())
+        # what is asked of the CPU is not marked: the two sides stay told apart
+        assert not perturb.asked_for_the_card(torch.randn(2))
+        assert not any(perturb.asked_for_the_card(p) for p in dev.mlp().to("cpu").parameters())
+        assert dev.sweep_epoch(64, 8, "cuda")().device.type == "cpu"
+        assert dev.large_model_step("cuda", width=64, depth=2)().device.type == "cpu"
+        # the real model's epoch: the same arithmetic as the CPU's, to the bit
+        card = dev.real_model_trial(concrete, "cuda", epochs=1, threads=1)()
+        cpu = dev.real_model_trial(concrete, "cpu", epochs=1, threads=1)()
+        assert card.rmse == cpu.rmse and np.isfinite(card.rmse)
+    finally:
+        mp.undo()
+    assert (torch.Tensor.to, torch.nn.Module.to, torch.randn) == real
+
+
+def test_dev12s_level_control_makes_the_cpu_sides_whole_step_dearer_and_only_it(monkeypatch):
+    """the-card-is-the-cpu-nine-and-a-half-times-faster: after each Adam step of the CPU's
+    own model it spins for 8.5 times the step, from the forward pass on (so CPU/GPU = 9.5
+    of the same work); the side asked of the card spins for nothing."""
+    spins = []
+    monkeypatch.setattr(perturb, "spin", lambda seconds, clock=None: spins.append(seconds))
+    mp = pytest.MonkeyPatch()
+    try:
+        dev.the_card_is_the_cpu_nine_and_a_half_times_faster(mp)
+        card = dev.large_model_step("cuda", width=128, depth=2)
+        cpu = dev.large_model_step("cpu", width=128, depth=2)
+        card()
+        assert spins == []
+        t0 = time.perf_counter()
+        cpu()
+        wall = time.perf_counter() - t0
+        assert len(spins) == 1
+        # the forward pass to the step's end is most of the call (none of it after)
+        assert 0.5 * wall <= spins[0] / dev.CPU_STEPS_DEARER <= wall
+        card()
+        assert len(spins) == 1
+    finally:
+        mp.undo()
