@@ -33,11 +33,16 @@ about fifteen); one that would start with under 30 s left is skipped and said so
 5. **claims-cuda-variants** (10 %): the CUDA variants of claims outside the GPU tier, whose
    CPU variants the default run decides (DEV-10: timings are the least reproducible numbers),
    selected as ``--tier fast,slow --only-device cuda -m needs_device``.
-6. **controls-gpu** (15 %): the test-scope negative controls of the GPU claims that are
-   quick to run (DEV-02 to DEV-06, RNG-08), which have never run where CUDA is, in one
+6. **controls-gpu** (20 %): the test-scope controls of the GPU claims that are quick to
+   run (DEV-02 to DEV-06, DEV-12, RNG-08), which have never run where CUDA is, in one
    ``pytest --controls`` session; ``controls.json`` says per control and claim what the
    verdict became, as ``python -m support controls`` does.
-7. **bench-cuda**, **bench-cpu** (25 % each): the bench tier on one device each, one
+7. **control-the-card-is-the-cpu** (20 %), **control-cpu-steps-cost-20-ms-more** (15 %): the
+   process-scope controls of the CPU-vs-GPU claims, whose width sweep and real model are
+   module fixtures, each in a session of its own (``--control NAME --fresh``), judged into the
+   same ``controls.json``: the level control first (the same work on both sides, on any
+   card: the sentence's own threshold), then the fixed CPU cost.
+8. **bench-cuda**, **bench-cpu** (25 % each): the bench tier on one device each, one
    pytest-benchmark JSON per device named
    ``bench_<host>_<gpu>_torch<v>_jax<v>_<device>.json`` (machine, accelerator, framework
    versions and device), so that files of different machines and versions sit side by side.
@@ -54,7 +59,8 @@ mid-run still leaves what was done:
 * ``summary.json``: the budget, the plan, each step's command, limit, exit code, wall time,
   verdict counts and whether it was stopped at its deadline, the device's fingerprint, the
   claims the benchmarks ran for (benchmarks inform claims and decide nothing), the files;
-* ``controls.json``: the controls step's outcomes (:mod:`support.harness.controls`);
+* ``controls.json``: the controls steps' outcomes (:mod:`support.harness.controls`), with
+  each step's counts;
 * ``gpu_run.log``: the output of every step.
 
 Exit code: 0 when every step passed, else the code of the first step that did not (124: it
@@ -135,15 +141,22 @@ class Step:
     # a claims step's tiers; outside the GPU tier only the tests' CUDA variants are run
     tier: str = "gpu"
     controls: bool = False         # runs its claims' test-scope controls, not the claims
+    # a process-scope control run in a session of its own (it selects its claims' tests)
+    control: str = ""
 
     @property
     def bench(self) -> bool:
         return bool(self.device)
 
     @property
+    def judged(self) -> bool:
+        """A controls step: its report is judged into controls.json."""
+        return self.controls or bool(self.control)
+
+    @property
     def merged(self) -> bool:
         """A claims step: its report joins claims.json, and what it did not reach says so."""
-        return not (self.bench or self.controls)
+        return not (self.bench or self.judged)
 
 
 CLAIM_STEPS = (
@@ -159,11 +172,21 @@ CLAIM_STEPS = (
          "the timings are the least reproducible numbers)", 0.10, claims=("DEV-10",),
          tier="fast,slow"),
 )
-# the GPU claims whose tests take seconds: their controls re-run them once per control
+# the GPU claims whose tests take seconds: their controls re-run them once per control;
+# then the CPU-vs-GPU claims' process-scope controls (the width sweep and the real model are
+# module fixtures), the level control first: it has never been run, the fixed cost's sibling
+# neither
 CONTROL_STEPS = (
-    Step("controls-gpu", "the test-scope negative controls of the quick GPU claims (DEV-02 to "
-         "DEV-06, RNG-08)", 0.15,
-         claims=("DEV-02", "DEV-03", "DEV-04", "DEV-05", "DEV-06", "RNG-08"), controls=True),
+    Step("controls-gpu", "the test-scope controls of the quick GPU claims (DEV-02 to DEV-06, "
+         "DEV-12, RNG-08)", 0.20,
+         claims=("DEV-02", "DEV-03", "DEV-04", "DEV-05", "DEV-06", "DEV-12", "RNG-08"),
+         controls=True),
+    Step("control-the-card-is-the-cpu", "the CPU-vs-GPU claims (DEV-06 to DEV-09, DEV-13, "
+         "DEV-14) with the same work on both sides: their level control", 0.20,
+         control="the-card-is-the-cpu"),
+    Step("control-cpu-steps-cost-20-ms-more", "the width sweep and the real model with a fixed "
+         "20 ms on every CPU step (DEV-07 to DEV-09, DEV-13, DEV-14)", 0.15,
+         control="cpu-steps-cost-20-ms-more"),
 )
 BENCH_STEPS = (
     Step("bench-cuda", "the bench tier on the GPU", 0.25, device="cuda"),
@@ -354,12 +377,15 @@ def command(step: Step, data: str | None, limit: float, report: Path,
         cmd += ["--tier", step.tier, "--require-device", "cuda"]
         if step.controls:
             cmd += ["--controls", "-p", "no:randomly"]
+        if step.control:
+            # the control selects its claims' tests; nothing kept from an earlier session
+            cmd += ["--fresh", f"--control={step.control}", "-p", "no:randomly"]
         if step.tier != "gpu":
             # a device-generic test's CUDA variant, not the claim's other tests
             cmd += ["--only-device", "cuda", "-m", "needs_device"]
         if step.claims:
             cmd += [f"--claim={c}" for c in step.claims]
-        else:
+        elif not step.control:
             earlier = [c for s in CLAIM_STEPS for c in s.claims]
             cmd += ["-k", "not (" + " or ".join(earlier) + ")"]
     return cmd + [f"--claims-report={report}"]
@@ -426,13 +452,15 @@ def _write_claims(reports: list[dict], out: Path, stopped: dict[str, str]) -> li
 
 
 def _write_controls(step: Step, report: Path, wall: float, out: Path) -> Path | None:
-    """The controls step's outcomes, judged as ``python -m support controls`` judges them, in
-    a child process: finding the controls imports every claim module, and this long-lived
-    process never imports torch or JAX (the card stays the steps')."""
+    """A controls step's outcomes, judged as ``python -m support controls`` judges them and
+    added to ``controls.json``, in a child process: finding the controls imports every claim
+    module, and this long-lived process never imports torch or JAX (the card stays the
+    steps')."""
     path = out / "controls.json"
     code = "import sys; from support.harness import gpu_run; gpu_run.judge_controls(*sys.argv[1:])"
+    chosen = ["process", step.control] if step.control else ["test", *step.claims]
     proc = subprocess.run([sys.executable, "-c", code, str(report), str(path), str(wall),
-                           *step.claims], cwd=ROOT, env=child_env(), capture_output=True,
+                           step.name, *chosen], cwd=ROOT, env=child_env(), capture_output=True,
                           text=True, timeout=PREFLIGHT_S)
     if proc.returncode != 0 or not path.exists():
         print(f"controls: could not judge the step's report: {proc.stderr[-2000:]}", flush=True)
@@ -440,18 +468,32 @@ def _write_controls(step: Step, report: Path, wall: float, out: Path) -> Path | 
     return path
 
 
-def judge_controls(report: str, out: str, wall: str, *claims: str) -> None:
-    """Write ``out``: every test-scope control of ``claims`` judged on the claims ``report``
-    of a ``--controls`` session."""
+def judge_controls(report: str, out: str, wall: str, step: str, scope: str, *chosen: str
+                   ) -> None:
+    """Add to ``out`` the controls that the session of ``step`` ran, judged on its claims
+    ``report``: with ``scope`` "test", every test-scope control of the claims ``chosen`` (a
+    ``--controls`` session); with "process", the one process-scope control named (its own
+    session). ``counts`` are those of every control ``out`` then holds, ``steps`` each step's
+    own."""
     from support.rules import registry as reg
     registry = reg.load_registry()
     data = json.loads(Path(report).read_text(encoding="utf-8"))
-    controls.discover()
-    chosen = [c for c in controls.for_claims(claims) if c.scope == "test"]
-    results = [controls.evaluate(c, data, float(wall) / max(1, len(chosen)), "test-scope",
-                                  registry) for c in chosen]
-    _write_json(Path(out), {"schema": 1, "claims": list(claims),
-                            "counts": controls.count(results), "controls": results})
+    found = controls.discover()
+    if scope == "process":
+        picked, how = [found[chosen[0]]], "process"
+    else:
+        picked = [c for c in controls.for_claims(chosen) if c.scope == "test"]
+        how = "test-scope"
+    mine = [controls.evaluate(c, data, float(wall) / max(1, len(picked)), how, registry)
+            for c in picked]
+    path = Path(out)
+    earlier = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    results = earlier.get("controls", []) + mine
+    claims = list(dict.fromkeys(earlier.get("claims", []) +
+                                [cid for c in picked for cid in c.claims]))
+    _write_json(path, {"schema": 1, "claims": claims, "counts": controls.count(results),
+                       "steps": {**earlier.get("steps", {}), step: controls.count(mine)},
+                       "controls": results})
 
 
 def _ran(report: dict) -> dict:
@@ -494,6 +536,8 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
     gpu = _preflight(out)
     if gpu is None:
         return 2
+    # the controls steps add to it: an earlier run's would be counted as this one's
+    (out / "controls.json").unlink(missing_ok=True)
     data = _find_data(args.concrete_data)
     steps = plan(args.no_bench)
     summary: dict = {
@@ -533,9 +577,9 @@ def run_in(scratch: Path, out: Path, logs: Path, args) -> int:
             if rep.exists():
                 data_rep = json.loads(rep.read_text(encoding="utf-8"))
                 st["verdicts"] = _ran(data_rep)
-                if step.controls:
+                if step.judged:
                     path = _write_controls(step, rep, st.get("wall_s", 0.0), out)
-                    counts = json.loads(path.read_text())["counts"] if path else None
+                    counts = json.loads(path.read_text())["steps"][step.name] if path else None
                     st["controls"] = counts
                     if path and str(path) not in summary["files"]:
                         summary["files"].append(str(path))

@@ -179,8 +179,10 @@ def test_the_steps_run_in_the_order_of_what_matters_most(fake_run, tmp_path):
     assert rc == 0 and summary["ok"] and summary["complete"]
     assert [c["step"] for c in calls] == ["claims-cpu-vs-gpu", "claims-dev01-amp10",
                                           "claims-gpu-rest", "claims-cuda-variants",
-                                          "controls-gpu", "bench-cuda", "bench-cpu"]
-    first, second, rest, variants, ctls = (c["args"] for c in calls[:5])
+                                          "controls-gpu", "control-the-card-is-the-cpu",
+                                          "control-cpu-steps-cost-20-ms-more",
+                                          "bench-cuda", "bench-cpu"]
+    first, second, rest, variants, ctls, level, fixed = (c["args"] for c in calls[:7])
     assert {a for a in first if a.startswith("--claim=")} == {
         "--claim=DEV-07", "--claim=DEV-08", "--claim=DEV-09", "--claim=DEV-13", "--claim=DEV-14"}
     assert {a for a in second if a.startswith("--claim=")} == {"--claim=DEV-01", "--claim=AMP-10"}
@@ -197,14 +199,27 @@ def test_the_steps_run_in_the_order_of_what_matters_most(fake_run, tmp_path):
     # the controls step: the GPU tier's quick claims under their test-scope controls
     assert "--controls" in ctls and ctls[ctls.index("--tier") + 1] == "gpu"
     assert "--require-device" in ctls and "--claim=DEV-02" in ctls
-    assert "--controls" not in first + second + rest + variants
+    assert "--controls" not in first + second + rest + variants + level + fixed
+    # the process-scope controls: each its own fresh session, which selects its claims
+    for args, name in ((level, "the-card-is-the-cpu"), (fixed, "cpu-steps-cost-20-ms-more")):
+        assert f"--control={name}" in args and "--fresh" in args
+        assert args[args.index("--tier") + 1] == "gpu" and "--require-device" in args
+        assert not [a for a in args if a.startswith("--claim=")] and "-k" not in args
     judged = json.loads((tmp_path / "out" / "controls.json").read_text())
-    names = {c["name"] for c in judged["controls"]}
-    assert {"layers-move-the-data-themselves", "device-error-says-nothing"} <= names
-    assert all(c["scope"] == "test" for c in judged["controls"])
-    # the fake session ran no control variant: each is "not run", none is called red
+    names = [c["name"] for c in judged["controls"]]
+    assert {"layers-move-the-data-themselves", "device-error-says-nothing",
+            "the-card-is-the-cpu-nine-and-a-half-times-faster"} <= set(names)
+    # the three steps' controls in one file, each once, in the order they ran
+    assert names[-2:] == ["the-card-is-the-cpu", "cpu-steps-cost-20-ms-more"]
+    assert len(names) == len(set(names))
+    assert [c["scope"] for c in judged["controls"]][-2:] == ["process", "process"]
+    assert {"DEV-06", "DEV-09", "DEV-12", "RNG-08"} <= set(judged["claims"])
+    # the fake sessions ran no control variant: each is "not run", none is called red
     assert set(judged["counts"]) == {"not run"}
-    assert summary["steps"][4]["controls"] == judged["counts"]
+    assert sum(judged["counts"].values()) == sum(len(c["results"]) for c in judged["controls"])
+    for i, step in ((4, "controls-gpu"), (5, "control-the-card-is-the-cpu")):
+        assert summary["steps"][i]["controls"] == judged["steps"][step]
+    assert judged["steps"]["control-the-card-is-the-cpu"] == {"not run": 6}
     # the merged report holds each claim from the step that ran it
     merged = json.loads((tmp_path / "out" / "claims.json").read_text())
     verdicts = {c["id"]: c["verdict"] for c in merged["claims"]}
@@ -233,7 +248,7 @@ def test_the_controls_step_passes_when_its_controls_did_what_they_declare(fake_r
 
 def test_a_summary_is_on_disk_after_a_stopped_step_and_the_run_goes_on(fake_run, tmp_path):
     rc, summary, calls, _ = fake_run({"claims-cpu-vs-gpu": "hang",
-                                      "claims-dev01-amp10": "copy-summary"}, budget_s=10.0)
+                                      "claims-dev01-amp10": "copy-summary"}, budget_s=40.0)
     # what the second step found on disk: the first step, stopped at its deadline
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["complete"] is False
@@ -241,7 +256,7 @@ def test_a_summary_is_on_disk_after_a_stopped_step_and_the_run_goes_on(fake_run,
     assert seen["steps"][0]["rc"] == gpu_run.STOPPED and "deadline" in seen["steps"][0]["stopped"]
     # the run went on and says what was stopped
     assert rc == gpu_run.STOPPED and summary["complete"] and not summary["ok"]
-    assert [s["rc"] for s in summary["steps"]] == [gpu_run.STOPPED, 0, 0, 0, 0, 0, 0]
+    assert [s["rc"] for s in summary["steps"]] == [gpu_run.STOPPED] + [0] * 8
     assert summary["steps"][1]["verdicts"] == {"holds": 2}
     # a claim the stopped step did not reach says so, not "not selected"
     merged = {c["id"]: c for c in json.loads((tmp_path / "out" / "claims.json").read_text())
@@ -388,3 +403,22 @@ def test_every_cuda_variant_outside_the_gpu_tier_has_a_step(tmp_path):
         fn = getattr(module, name.split("[", 1)[0])
         tested |= {m.args[0] for m in getattr(fn, "pytestmark", []) if m.name == "claim"}
     assert tested == set(step.claims)
+
+
+def test_every_process_control_of_the_gpu_tier_has_a_step():
+    """A process-scope control of claims that only the GPU run decides (their tests need
+    CUDA) never runs elsewhere: each has a step of its own, which names a control that
+    exists, and the level control runs before the fixed cost's."""
+    from support.harness import controls
+    from support.rules import registry as reg
+    registry = reg.load_registry()
+    found = controls.discover()
+    gpu_only = {n for n, c in found.items() if c.scope == "process"
+                and all(registry[cid].tier == "gpu" for cid in c.claims)}
+    stepped = [s.control for s in gpu_run.CONTROL_STEPS if s.control]
+    assert set(stepped) == gpu_only and len(stepped) == len(set(stepped))
+    assert found[stepped[0]].expect == "inconclusive"
+    # and the test-scope session reaches every test-scope control of its claims
+    [session] = [s for s in gpu_run.CONTROL_STEPS if s.controls]
+    assert "the-card-is-the-cpu-nine-and-a-half-times-faster" in {
+        c.name for c in controls.for_claims(session.claims) if c.scope == "test"}
