@@ -52,7 +52,9 @@ reports per control and claim what the verdict became (:func:`outcome`):
   on a quiet machine the same control decides;
 * **level** (a level control): the claim came out inconclusive (or red) with its two sides
   made equal, as declared; holding under it is **survived**;
-* **not run**: the claim's tests did not run here (no GPU), listed, not counted.
+* **not run**: the claim's tests did not run here (no GPU), listed, not counted; a
+  process-scope control whose every test needs a device absent here (:func:`absent_here`)
+  gets no session of its own, only that entry.
 
 The run writes ``controls.json`` (default ``reports/controls/``); a claims report written
 beside it (``reports/``) marks each claim *controlled* (every control of it that ran behaved
@@ -243,6 +245,33 @@ def discover() -> dict[str, Control]:
     return dict(CONTROLS)
 
 
+def absent_here(c: Control) -> str | None:
+    """Why no test of ``c``'s claims can run on this machine, every variant of each needing
+    a device that is absent (a CPU-vs-GPU claim without a card), or None: its session would
+    start only to skip them. Read from the imported tests' marks (:func:`discover` first)."""
+    import sys
+
+    from support.machine import devices
+
+    def marked(fn, name):
+        return [m for m in getattr(fn, "pytestmark", []) if m.name == name]
+
+    # a benchmark decides nothing, and a controls session does not select its tier
+    tests = [fn for name, mod in list(sys.modules.items())
+             if name.startswith("claims.") and name.rsplit(".", 1)[-1].startswith("test_")
+             for key, fn in vars(mod).items() if key.startswith("test_") and callable(fn)
+             and {a for m in marked(fn, "claim") for a in m.args} & set(c.claims)
+             and not marked(fn, "bench")]
+    reasons = set()
+    for fn in tests:
+        for needed in devices.variants(fn):
+            ok, why = devices.check(needed)
+            if ok:
+                return None
+            reasons.add(why)
+    return "; ".join(sorted(reasons)) if tests else None
+
+
 def _pytest(args: list[str], out, env_extra: dict, log) -> tuple[int, dict, float]:
     """One pytest session of the suite (claims only); returns (exit status, report, seconds)."""
     import json
@@ -410,6 +439,15 @@ def run(command: str, args) -> int:
             print(f"controls: {len(tests)} test-scope controls in one session, {wall:.0f} s")
         left = []
         for c in ordered:
+            absent = absent_here(c)
+            if absent:
+                # listed as not run, as a session of its own would say, without its start-up
+                skipped = {"verdict": "skipped", "reason": absent, "control": c.name}
+                results.append(evaluate(c, {"claims": [{"id": cid, "variants": [skipped]}
+                                                       for cid in c.claims]},
+                                        0.0, "process", registry))
+                print(f"controls: {c.name} not run here: {absent}")
+                continue
             spent = time.monotonic() - t0
             if args.budget_s is not None and results and spent > args.budget_s:
                 left.append(c.name)

@@ -192,6 +192,17 @@ def params(*devs: str):
     return [pytest.param(d, id=d, marks=needs(d)) for d in devs]
 
 
+def variants(fn) -> list[list[str]]:
+    """The devices each variant of the test function ``fn`` needs, read from its marks
+    before collection: its own ``needs_device`` marks, plus each device parameter's
+    (:func:`params`); one entry for a test without device parameters."""
+    own = [d for m in getattr(fn, "pytestmark", []) if m.name == MARK for d in m.args]
+    per_param = [[d for m in getattr(v, "marks", ()) if m.name == MARK for d in m.args]
+                 for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"
+                 for v in (m.args[1] if len(m.args) > 1 else ())]
+    return [own + p for p in per_param if p] or [own]
+
+
 def check(item_devices: list[str]) -> tuple[bool, str]:
     """(runnable, reason) for a test needing ``item_devices``."""
     for d in item_devices:

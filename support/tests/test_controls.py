@@ -347,3 +347,25 @@ def test_every_control_is_registered_before_collection_under_controls(monkeypatc
     config = SimpleNamespace(getoption=opts.__getitem__, rootpath=ROOT if here else tmp_path)
     control_options.pytest_collection(SimpleNamespace(config=config))
     assert bool(calls) == discovered
+
+
+def test_a_process_control_whose_tests_all_need_an_absent_device_starts_no_session():
+    """python -m support controls lists such a control as not run, with the reason its
+    tests would be skipped with, and spends no session's start-up on it; a claim with a CPU
+    variant (DEV-01), or with a benchmark on the CPU only (DEV-07's, a tier a controls
+    session does not select), is judged by its other tests."""
+    from support.machine import devices
+    ctl.discover()
+    dev = ctl.Control("probe", ("DEV-06", "DEV-07"), "a probe", lambda mp: None, "process")
+    cpu = ctl.Control("probe", ("DEV-01",), "a probe", lambda mp: None, "process")
+    if devices.available("cuda"):
+        assert ctl.absent_here(dev) is None
+    else:
+        assert ctl.absent_here(dev) == devices.absent_reason("cuda")
+    assert ctl.absent_here(cpu) is None
+    import claims.lecture.test_24_devices_and_when_a_gpu_helps as tests
+    assert devices.variants(tests.test_moving_a_model_is_two_lines) == [["cpu"], ["cuda"],
+                                                                         ["mps"]]
+    assert devices.variants(tests.test_a_narrow_operation_loses_on_the_gpu) == [["cuda"]]
+    cpu_half = tests.test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu
+    assert devices.variants(cpu_half) == [[]]
