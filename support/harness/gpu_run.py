@@ -33,15 +33,16 @@ about fifteen); one that would start with under 30 s left is skipped and said so
 5. **claims-cuda-variants** (10 %): the CUDA variants of claims outside the GPU tier, whose
    CPU variants the default run decides (DEV-10: timings are the least reproducible numbers),
    selected as ``--tier fast,slow --only-device cuda -m needs_device``.
-6. **controls-gpu** (20 %): the test-scope controls of the GPU claims that are quick to
+6. **controls-gpu** (25 %): the test-scope controls of the GPU claims that are quick to
    run (DEV-02 to DEV-06, DEV-12, RNG-08), which have never run where CUDA is, in one
    ``pytest --controls`` session; ``controls.json`` says per control and claim what the
    verdict became, as ``python -m support controls`` does.
-7. **control-the-card-is-the-cpu** (20 %), **control-cpu-steps-cost-20-ms-more** (15 %): the
+7. **control-the-card-is-the-cpu** (30 %), **control-cpu-steps-cost-20-ms-more** (20 %): the
    process-scope controls of the CPU-vs-GPU claims, whose width sweep and real model are
    module fixtures, each in a session of its own (``--control NAME --fresh``), judged into the
    same ``controls.json``: the level control first (the same work on both sides, on any
-   card: the sentence's own threshold), then the fixed CPU cost.
+   card: the sentence's own threshold; its intervals straddle the bounds by design, so each
+   figure takes its whole settling budget), then the fixed CPU cost.
 8. **bench-cuda**, **bench-cpu** (25 % each): the bench tier on one device each, one
    pytest-benchmark JSON per device named
    ``bench_<host>_<gpu>_torch<v>_jax<v>_<device>.json`` (machine, accelerator, framework
@@ -178,14 +179,14 @@ CLAIM_STEPS = (
 # neither
 CONTROL_STEPS = (
     Step("controls-gpu", "the test-scope controls of the quick GPU claims (DEV-02 to DEV-06, "
-         "DEV-12, RNG-08)", 0.20,
+         "DEV-12, RNG-08)", 0.25,
          claims=("DEV-02", "DEV-03", "DEV-04", "DEV-05", "DEV-06", "DEV-12", "RNG-08"),
          controls=True),
     Step("control-the-card-is-the-cpu", "the CPU-vs-GPU claims (DEV-06 to DEV-09, DEV-13, "
-         "DEV-14) with the same work on both sides: their level control", 0.20,
+         "DEV-14) with the same work on both sides: their level control", 0.30,
          control="the-card-is-the-cpu"),
     Step("control-cpu-steps-cost-20-ms-more", "the width sweep and the real model with a fixed "
-         "20 ms on every CPU step (DEV-07 to DEV-09, DEV-13, DEV-14)", 0.15,
+         "20 ms on every CPU step (DEV-07 to DEV-09, DEV-13, DEV-14)", 0.20,
          control="cpu-steps-cost-20-ms-more"),
 )
 BENCH_STEPS = (
