@@ -222,6 +222,38 @@ def _level(ran: list[dict]) -> tuple[str, str]:
                         + "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}" for v in ran))
 
 
+def landings(control: Control, variants: list[dict], result: str) -> list[dict]:
+    """Where the figures that decided ``result`` landed against their lines
+    (:func:`support.rules.tolerances.landing`): for red and level, the figures the control
+    pushed off (broken; outside or undecided where it names them or is a level control);
+    for green, the figures it made hold (those it names, else every judged one). A control
+    that lands a figure ``near`` its line resolves the sentence's own scale; one whose every
+    landing is far shows only that the test is wired to its subject."""
+    from support.rules.tolerances import landing
+    if result not in AS_DECLARED:
+        return []
+    out = []
+    for v in variants:
+        for name, m in (v.get("figures") or {}).items():
+            if not isinstance(m, dict) or "outcome" not in m:
+                continue
+            named = not control.moves or name in control.moves
+            if result == "green":
+                chosen = named and m["outcome"] == "within"
+            elif result == "level":
+                chosen = m["outcome"] != "within"
+            else:
+                chosen = m["outcome"] == "broken" or named and control.moves and \
+                    m["outcome"] in ("outside", "undecided")
+            where = landing(m) if chosen else None
+            if where is not None:
+                out.append({"variant": v.get("variant") or "", "figure": name,
+                            "value": m["value"], **({"interval": m["interval"]}
+                                                    if m.get("interval") else {}),
+                            "outcome": m["outcome"], **where})
+    return out
+
+
 def _drifting(variant: dict) -> list[str]:
     return [n for n, m in (variant.get("figures") or {}).items()
             if isinstance(m, dict) and m.get("outcome") == "outside"]
@@ -316,6 +348,10 @@ def evaluate(c: Control, report: dict, seconds: float, how: str, registry: dict)
         if not report:
             res, evidence = "broken", f"the {how} session wrote no claims report (see the log)"
         results[cid] = {"outcome": res, "evidence": evidence[:600]}
+        landed = landings(c, under.get(cid, []), res)
+        if landed:
+            results[cid]["landings"] = landed
+            results[cid]["near"] = any(x["near"] for x in landed)
     return {"name": c.name, "what": c.what, "scope": c.scope, "module": c.module,
             "claims": list(c.claims), "moves": list(c.moves), "expect": c.expect,
             "seconds": round(seconds, 1), "run": how, "results": results}
@@ -360,11 +396,38 @@ def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> di
             state = "uncontrolled"
         entry = {"state": state, "controls": [c["name"] for c in mine],
                  "outcomes": {c["name"]: c["results"][cid]["outcome"] for c in mine}}
+        if state == "controlled":
+            entry["scale"] = scale([c["results"][cid] for c in mine])
         if claim.control_reason:
             entry["reason"] = claim.control_reason
         if cid in verdicts:
             entry["verdict_without_control"] = verdicts[cid]
         out[cid] = entry
+    return out
+
+
+# the claims whose sentences set a threshold of their own: statistical outcomes (c), timings
+# (d) and the device comparisons (e); a control of theirs should land near it
+SCALED_KINDS = ("c", "d", "e")
+
+
+def scale(results: list[dict]) -> str:
+    """Whether a claim's controls that did as declared resolved its own scale: ``near`` when
+    one of them landed a figure near its line (:func:`landings`), ``far`` when each that
+    measured a landing landed far, ``unmeasured`` when none did (red through an assertion or
+    a yes-or-no figure, whose line has no scale)."""
+    near = [r["near"] for r in results if r["outcome"] in AS_DECLARED and "near" in r]
+    if any(near):
+        return "near"
+    return "far" if near else "unmeasured"
+
+
+def scale_summary(summary: dict, registry: dict) -> dict[str, list[str]]:
+    """The controlled claims of :data:`SCALED_KINDS` by :func:`scale`."""
+    out: dict[str, list[str]] = {"near": [], "far": [], "unmeasured": []}
+    for cid, e in summary.items():
+        if e.get("scale") and registry[cid].kind[0] in SCALED_KINDS:
+            out[e["scale"]].append(cid)
     return out
 
 
@@ -470,6 +533,7 @@ def run(command: str, args) -> int:
                          "ran": [c.name for c in ordered if c.name not in left],
                          "left_for_later": left},
             "controls": results, "claims": summary}
+    data["scale"] = scale_summary(summary, registry)
     (args.out / "controls.json").write_text(json.dumps(data, indent=1))
     for r in results:
         for cid, res in r["results"].items():
@@ -482,6 +546,11 @@ def run(command: str, args) -> int:
           + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
           + "; claims: " + ", ".join(f"{k} {n}" for k, n in sorted(states.items()))
           + (f"; {len(left)} process controls left for a later run" if left else ""))
+    sc = data["scale"]
+    print(f"controls: claims of kinds {', '.join(SCALED_KINDS)} controlled at their own scale "
+          f"(a figure landed within its line's own unit of it) {len(sc['near'])}"
+          + "".join(f"; {k} {len(v)}: {' '.join(v)}" for k, v in sc.items()
+                    if k != "near" and v))
     if baseline is not None and not args.claim:
         from support.reports import report
         report.write(annotate(baseline, data), args.report.parent)

@@ -306,7 +306,9 @@ def control_text(e: dict) -> str:
     if e.get("verdict") not in CONTROLLED_VERDICTS or c is None:
         return ""
     if c["state"] == "controlled":
-        return f" · controlled ({', '.join(c['controls'])})"
+        far = ("; every figure its controls moved landed far past its line, none at the "
+               "sentence's own scale") if c.get("scale") == "far" else ""
+        return f" · controlled ({', '.join(c['controls'])}{far})"
     why = c.get("reason") or {"uncontrolled": "no control written",
                               "survived": "its control survived: the test cannot see it",
                               "broken": "its control broke the test",
@@ -336,6 +338,10 @@ def controls_lines(data: dict) -> list[str]:
     for s in ("survived", "broken", "undecided", "not run", "uncontrolled"):
         if state.get(s):
             out.append(f"  {s}: {', '.join(sorted(state[s]))}")
+    far = sorted(e["id"] for e in held if (e.get("control") or {}).get("scale") == "far")
+    if far:
+        out.append("  controlled only far past their lines (no control at the sentence's own "
+                   f"scale): {', '.join(far)}")
     return out
 
 

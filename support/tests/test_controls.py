@@ -222,6 +222,38 @@ def test_a_positive_control_that_names_its_figures_is_judged_on_them(verdict, fi
         assert "not aimed at: s " in ctl.outcome(c, "XX-01", variants)[1]
 
 
+@pytest.mark.parametrize("expect,moves,result,figures,landed", [
+    # red: the broken figures; a named one outside or undecided too
+    ("red", (), "red", {"g": ("broken", 7.0), "h": ("undecided", 5.0)}, ["g"]),
+    ("red", ("h",), "red", {"g": ("broken", 7.0), "h": ("undecided", 7.0)}, ["g", "h"]),
+    # level: whatever the equal sides left off its line
+    ("inconclusive", (), "level", {"g": ("undecided", 6.0), "h": ("within", 3.0)}, ["g"]),
+    # green: the figures it made hold (those it names, when it names them)
+    ("holds", (), "green", {"g": ("within", 3.0), "h": ("within", 4.0)}, ["g", "h"]),
+    ("holds", ("g",), "green", {"g": ("within", 3.0), "h": ("within", 4.0)}, ["g"]),
+    # not as declared: nothing to say of its scale
+    ("red", (), "survived", {"g": ("within", 3.0)}, [])])
+def test_a_controls_landings_are_the_figures_that_decided_it(expect, moves, result, figures,
+                                                             landed):
+    c = ctl.Control("c", ("XX-01",), "w", lambda mp: None, moves=moves, expect=expect)
+    variants = [{"verdict": "fails", "figures": {
+        n: {"value": v, "outcome": o, "bound": ["< 6"]} for n, (o, v) in figures.items()}}]
+    got = ctl.landings(c, variants, result)
+    assert [x["figure"] for x in got] == landed
+    assert all(x["line"] == "bound < 6" for x in got)
+
+
+def test_a_claim_is_at_its_own_scale_when_one_control_landed_near():
+    """A sledgehammer beside a control at the threshold: near; sledgehammers only: far; red
+    through assertions only: unmeasured. Only controls that did as declared count."""
+    near = {"outcome": "red", "near": True}
+    far = {"outcome": "red", "near": False}
+    assert ctl.scale([far, near]) == "near"
+    assert ctl.scale([far, far]) == "far"
+    assert ctl.scale([{"outcome": "red"}, {"outcome": "level"}]) == "unmeasured"
+    assert ctl.scale([{"outcome": "survived", "near": True}, far]) == "far"
+
+
 def test_an_undeclared_expectation_is_refused():
     with pytest.raises(ValueError, match="expect must be one of"):
         ctl.control("XX-01", what="w", expect="fails")
@@ -369,3 +401,15 @@ def test_a_process_control_whose_tests_all_need_an_absent_device_starts_no_sessi
     assert devices.variants(tests.test_a_narrow_operation_loses_on_the_gpu) == [["cuda"]]
     cpu_half = tests.test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu
     assert devices.variants(cpu_half) == [[]]
+
+
+def test_the_report_names_a_claim_whose_controls_all_landed_far():
+    from support.reports import report
+    e = {"id": "XX-01", "verdict": "holds",
+         "control": {"state": "controlled", "controls": ["a"], "scale": "far"}}
+    run = {"controls": {"suite_commit": "abc", "wall_s": 1.0}, "claims": [e]}
+    assert "far past its line" in report.control_text(e)
+    assert any("XX-01" in line and "far past" in line for line in report.controls_lines(run))
+    e["control"]["scale"] = "near"
+    assert "far" not in report.control_text(e)
+    assert not any("far past" in line for line in report.controls_lines(run))

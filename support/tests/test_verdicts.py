@@ -7,7 +7,7 @@ import pytest
 
 from support.rules.expectations import Expectation
 from support.rules import verdicts as v
-from support.rules.tolerances import TABLE, Bound, judge
+from support.rules.tolerances import TABLE, Bound, judge, landing
 
 
 def fig(outcome, value=1.0, rule="stated 1 (exact)", interval=None):
@@ -34,6 +34,32 @@ def outcome(**kw):
 ])
 def test_judge_orders_bound_then_tolerance_then_interval(value, interval, want):
     assert judge(value, interval, 2.0, TABLE["timing:ratio"], (Bound.parse("> 1.2"),)) == want
+
+
+@pytest.mark.parametrize("record,line,past,widths", [
+    # a positive line: a share of the line itself, either way (a factor 2 is 1)
+    ({"value": 7.84, "bound": ["> 1", "< 6"]}, "bound < 6", 0.3067, None),
+    ({"value": 0.75, "bound": ["> 1.5"]}, "bound > 1.5", 1.0, None),
+    ({"value": 50.0, "bound": ["< 6"]}, "bound < 6", 7.3333, None),        # a sledgehammer's
+    ({"value": 1.05, "bound": ["> 1"]}, "bound > 1", -0.0476, None),       # holds, close by
+    # a stated figure's band: its edge as a line, and the band's half-widths past it
+    ({"value": 17.6, "stated": "17.8", "tolerance": {"printed": True, "atol": 0.1}},
+     "edge 17.7 of stated 17.8", 0.0057, 1.0),
+    ({"value": 17.0, "stated": "5.5", "tolerance": {"printed": True}},
+     "edge 5.55 of stated 5.5", 2.0631, 229.0),                           # ReLU returning 0
+    # the line crossed by least, when several are
+    ({"value": 7.84, "bound": ["< 6"], "stated": 2.8, "tolerance": {"factor": 2.0}},
+     "bound < 6", 0.3067, None),
+    # a bound at 0 has no scale of its own: the measurement's interval gives it
+    ({"value": 0.2, "bound": ["< 0"], "interval": [0.09, 0.31]}, "bound < 0", 1.8182, None)])
+def test_a_landing_is_measured_in_its_lines_own_scale(record, line, past, widths):
+    """Where a control landed a figure: how far past its line, as a share of the line (of
+    the interval for a bound at 0), and in half-widths of a stated figure's band; near
+    within a factor 2 of the line."""
+    got = landing(record)
+    assert got["line"] == line and got["past"] == pytest.approx(past, abs=1e-4)
+    assert got.get("widths") == (None if widths is None else pytest.approx(widths, abs=1e-4))
+    assert got["near"] == (abs(past) <= 1)
 
 
 def test_a_figure_below_1e_15_can_drift_while_its_bound_holds():
