@@ -172,6 +172,15 @@ def superplasticizer_in_grams(mp):
     read_scaled(mp, "superplasticizer", 1000)
 
 
+# the ratio as measured is 156.8, 4.6 % over its 150: a reading 5 % high (a dosing record
+# miscalibrated) puts it at 149.4, just under
+@control("DS-12", what="superplasticizer is read 5 % high (a miscalibrated dosing record): the "
+                       "coarse-aggregate / superplasticizer ratio falls from 156.8 to 149.4, "
+                       "just under the 150")
+def superplasticizer_reads_five_percent_high(mp):
+    read_scaled(mp, "superplasticizer", 1.05)
+
+
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("STORY-12")
 @pytest.mark.parametrize("lr", experiments.RAW_SGD_LRS, ids=lambda lr: f"lr{lr:g}")
