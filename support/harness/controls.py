@@ -423,9 +423,13 @@ def scale(results: list[dict]) -> str:
 
 
 def scale_summary(summary: dict, registry: dict) -> dict[str, list[str]]:
-    """The controlled claims of :data:`SCALED_KINDS` by :func:`scale`."""
+    """The controlled claims of :data:`SCALED_KINDS` by :func:`scale`, but those found to fail
+    or drift without a control (where the claims report says so): a negative control of a
+    failing claim is red by construction, its positive control is the one that tells."""
     out: dict[str, list[str]] = {"near": [], "far": [], "unmeasured": []}
     for cid, e in summary.items():
+        if e.get("verdict_without_control") in ("fails", "drift"):
+            continue
         if e.get("scale") and registry[cid].kind[0] in SCALED_KINDS:
             out[e["scale"]].append(cid)
     return out

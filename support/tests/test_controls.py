@@ -413,3 +413,14 @@ def test_the_report_names_a_claim_whose_controls_all_landed_far():
     e["control"]["scale"] = "near"
     assert "far" not in report.control_text(e)
     assert not any("far past" in line for line in report.controls_lines(run))
+
+
+def test_the_scale_summary_leaves_out_claims_that_fail_without_a_control():
+    """A negative control of a failing claim is red by construction: its landing says
+    nothing of the sentence's scale, and the summary does not count it."""
+    registry = {cid: type("C", (), {"kind": "c"})() for cid in ("XX-01", "XX-02", "XX-03")}
+    summary = {"XX-01": {"scale": "far", "verdict_without_control": "holds"},
+               "XX-02": {"scale": "far", "verdict_without_control": "fails"},
+               "XX-03": {"scale": "near"}}
+    assert ctl.scale_summary(summary, registry) == {"near": ["XX-03"], "far": ["XX-01"],
+                                                    "unmeasured": []}
