@@ -552,7 +552,7 @@ def run(command: str, args) -> int:
           + (f"; {len(left)} process controls left for a later run" if left else ""))
     sc = data["scale"]
     print(f"controls: claims of kinds {', '.join(SCALED_KINDS)} controlled at their own scale "
-          f"(a figure landed within its line's own unit of it) {len(sc['near'])}"
+          f"(a figure landed within a factor 2 of its line) {len(sc['near'])}"
           + "".join(f"; {k} {len(v)}: {' '.join(v)}" for k, v in sc.items()
                     if k != "near" and v))
     if baseline is not None and not args.claim:
