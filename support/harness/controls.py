@@ -372,6 +372,11 @@ def as_declared(counts: dict[str, int]) -> bool:
     return not (counts.get("survived") or counts.get("stayed red") or counts.get("broken"))
 
 
+# the claims whose sentences set a threshold of their own: statistical outcomes (c), timings
+# (d) and the device comparisons (e); a control of theirs should land near it
+SCALED_KINDS = ("c", "d", "e")
+
+
 def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> dict:
     """Per claim: its controls and whether one turned it red (``controlled``), or why not."""
     verdicts = {c["id"]: c["verdict"] for c in (baseline or {}).get("claims", [])}
@@ -396,7 +401,7 @@ def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> di
             state = "uncontrolled"
         entry = {"state": state, "controls": [c["name"] for c in mine],
                  "outcomes": {c["name"]: c["results"][cid]["outcome"] for c in mine}}
-        if state == "controlled":
+        if state == "controlled" and claim.kind[0] in SCALED_KINDS:
             entry["scale"] = scale([c["results"][cid] for c in mine])
         if claim.control_reason:
             entry["reason"] = claim.control_reason
@@ -404,11 +409,6 @@ def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> di
             entry["verdict_without_control"] = verdicts[cid]
         out[cid] = entry
     return out
-
-
-# the claims whose sentences set a threshold of their own: statistical outcomes (c), timings
-# (d) and the device comparisons (e); a control of theirs should land near it
-SCALED_KINDS = ("c", "d", "e")
 
 
 def scale(results: list[dict]) -> str:
@@ -422,15 +422,16 @@ def scale(results: list[dict]) -> str:
     return "far" if near else "unmeasured"
 
 
-def scale_summary(summary: dict, registry: dict) -> dict[str, list[str]]:
-    """The controlled claims of :data:`SCALED_KINDS` by :func:`scale`, but those found to fail
-    or drift without a control (where the claims report says so): a negative control of a
-    failing claim is red by construction, its positive control is the one that tells."""
+def scale_summary(summary: dict) -> dict[str, list[str]]:
+    """The claims :func:`summarise` gave a scale (controlled, of :data:`SCALED_KINDS`) by
+    :func:`scale`, but those found to fail or drift without a control (where the claims
+    report says so): a negative control of a failing claim is red by construction, its
+    positive control is the one that tells."""
     out: dict[str, list[str]] = {"near": [], "far": [], "unmeasured": []}
     for cid, e in summary.items():
         if e.get("verdict_without_control") in ("fails", "drift"):
             continue
-        if e.get("scale") and registry[cid].kind[0] in SCALED_KINDS:
+        if e.get("scale"):
             out[e["scale"]].append(cid)
     return out
 
@@ -537,7 +538,7 @@ def run(command: str, args) -> int:
                          "ran": [c.name for c in ordered if c.name not in left],
                          "left_for_later": left},
             "controls": results, "claims": summary}
-    data["scale"] = scale_summary(summary, registry)
+    data["scale"] = scale_summary(summary)
     (args.out / "controls.json").write_text(json.dumps(data, indent=1))
     for r in results:
         for cid, res in r["results"].items():

@@ -418,9 +418,21 @@ def test_the_report_names_a_claim_whose_controls_all_landed_far():
 def test_the_scale_summary_leaves_out_claims_that_fail_without_a_control():
     """A negative control of a failing claim is red by construction: its landing says
     nothing of the sentence's scale, and the summary does not count it."""
-    registry = {cid: type("C", (), {"kind": "c"})() for cid in ("XX-01", "XX-02", "XX-03")}
     summary = {"XX-01": {"scale": "far", "verdict_without_control": "holds"},
                "XX-02": {"scale": "far", "verdict_without_control": "fails"},
-               "XX-03": {"scale": "near"}}
-    assert ctl.scale_summary(summary, registry) == {"near": ["XX-03"], "far": ["XX-01"],
-                                                    "unmeasured": []}
+               "XX-03": {"scale": "near"}, "XX-04": {"state": "controlled"}}
+    assert ctl.scale_summary(summary) == {"near": ["XX-03"], "far": ["XX-01"],
+                                          "unmeasured": []}
+
+
+@pytest.mark.parametrize("kind,scaled", [("c", True), ("d", True), ("e", True), ("a", False),
+                                         ("b", False)])
+def test_only_a_claim_whose_sentence_sets_a_threshold_is_given_a_scale(kind, scaled):
+    """An API fact or a precision bound has no threshold of its own to land near: a control
+    that turns it red far past its line is as good as any, and is not reported far."""
+    registry = {"XX-01": type("C", (), {"kind": kind, "status": "testable",
+                                        "control_reason": ""})()}
+    far = {"name": "a", "expect": "red",
+           "results": {"XX-01": {"outcome": "red", "near": False}}}
+    entry = ctl.summarise([far], registry, None)["XX-01"]
+    assert entry["state"] == "controlled" and ("scale" in entry) == scaled
