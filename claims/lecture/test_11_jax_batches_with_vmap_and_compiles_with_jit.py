@@ -313,13 +313,19 @@ def test_bench_vmap_vs_loop(benchmark, claim, device, side):
     _record_bench(claim, cmp, side)
 
 
+def _mapped(args, in_axes) -> tuple[list, int]:
+    """What a vmapped call maps over: each argument's axis (None: passed whole) and the
+    number of examples, for the controls that stand in for jax.vmap."""
+    axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    return list(axes), next(jnp.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
+
+
 @control("JAX-07", what="jax.vmap runs the function once per example in a Python loop and "
                         "stacks the results: 256 small kernels again")
 def vmap_loops_over_the_batch(mp):
     def vmap(fun, in_axes=0, out_axes=0, **kwargs):
         def looped(*args):
-            axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-            n = next(jnp.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
+            axes, n = _mapped(args, in_axes)
             return jnp.stack([fun(*(a if ax is None else a[i] for a, ax in zip(args, axes)))
                               for i in range(n)])
         return looped
@@ -346,8 +352,7 @@ def vmap_gains_three_times(mp):
         batched = real(fun, in_axes=in_axes, out_axes=out_axes, **kwargs)
 
         def call(*args):
-            axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-            n = next(jnp.shape(a)[ax] for a, ax in zip(args, axes) if ax is not None)
+            axes, n = _mapped(args, in_axes)
             t0 = time.perf_counter()
             out = jax.block_until_ready(batched(*args))
             example = jax.block_until_ready([a if ax is None else jnp.take(a, 0, axis=ax)

@@ -195,7 +195,7 @@ class Figure:
         if self.stated is None or self.reference:
             return None
         if self.tol is None:
-            numeric = not isinstance(self.stated, (bool, str)) or tolerances._numeric_text(self.stated)
+            numeric = tolerances.numeric_stated(self.stated)
             return tolerances.TABLE["printed" if numeric else "exact"]
         return tolerances.resolve(self.tol)
 

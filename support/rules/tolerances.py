@@ -327,7 +327,7 @@ def judge_where(value, interval, stated=None, tol: "Tol | None" = None,
         return "undecided", "bound"
     if stated is None or stated == "":
         return "within", "bound" if bounds else ""
-    if isinstance(stated, (bool, str)) and not _numeric_text(stated) or not number:
+    if not numeric_stated(stated) or not number:
         return ("within" if value == stated else "outside"), "tolerance"
     if math.isnan(float(lo)) or math.isnan(float(hi)):
         return ("within" if math.isnan(as_float(stated)) else "outside"), "tolerance"
@@ -337,6 +337,12 @@ def judge_where(value, interval, stated=None, tol: "Tol | None" = None,
     if hi < a or lo > b:
         return "outside", "tolerance"
     return "undecided", "tolerance"
+
+
+def numeric_stated(stated) -> bool:
+    """Whether a stated figure is a number (or the text of one, "1.7e-18"), compared by a
+    band, rather than a yes-or-no or a word, compared for equality."""
+    return not isinstance(stated, (bool, str)) or _numeric_text(stated)
 
 
 def _numeric_text(stated) -> bool:
@@ -364,8 +370,7 @@ def _lines(record: dict) -> list[tuple[str, float, str, float]]:
             out.append((f"bound {b}", float(b.value), "below" if b.op[0] == ">" else "above",
                         0.0))
     stated = record.get("stated")
-    if stated is None or record.get("reference") or isinstance(stated, bool) or (
-            isinstance(stated, str) and not _numeric_text(stated)):
+    if stated is None or record.get("reference") or not numeric_stated(stated):
         return out
     try:
         a, b = band(stated, from_dict(record.get("tolerance")))
