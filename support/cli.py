@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gpu-run": ("support.harness.gpu_run", "on a GPU machine: the GPU tier and the benchmarks, one folder"),
     "durations": ("support.harness.schedule", "keep a run's test durations: the order tests start in under -n"),
     "stability": ("support.harness.stability", "run the test command N times, report what moved"),
+    "load-sensitivity": ("support.harness.load_sensitivity", "measure what load does to each timing figure, for busy machines"),
     "controls": ("support.harness.controls", "run every claim's test under its negative controls"),
     "new-claim": ("support.rules.scaffold", "a new claim's entry and test stub, in its section's files"),
 }

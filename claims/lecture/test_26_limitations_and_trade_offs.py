@@ -180,15 +180,12 @@ def _f(w, x):
 @pytest.mark.claim("FW-09")
 def test_the_tree_trains_on_concrete_in_under_a_second(concrete, claim):
     X, y, _ = fold0(concrete)
-    # the suite's timing method (support/machine/timing.py) for an absolute time: each trial
-    # with the delay other work on the machine can have caused it, so that a busy machine
-    # widens the interval (inconclusive) instead of moving the figure
-    fit = timing.compare({"fit": lambda: fit_hgb(X, y)}, repeats=3)
-    best, lower = fit["fit"].min, float(fit["fit"].lower().min())
-    # the sentence's figure: under a second (stated), and the catalogue's failure: over 3 s
-    claim.check('HGB fit, 824 rows (min of 3)', best, unit='s', interval=(lower, best),
-                timed=True, note="wall time of the fit on one thread, the minimum of 3 after a "
-                                 f"warm-up; {fit['fit'].delayed} of 3 trials delayed by other work")
+    # the suite's timing method (support/machine/timing.py) for an absolute time: the
+    # fastest of the trials, from quiet rounds where there are enough, else widened by what
+    # load was measured to do to this fit
+    fit = timing.compare({"fit": lambda: fit_hgb(X, y)}, repeats=3, min_repeats=3)
+    timing.settle(claim, 'HGB fit, 824 rows (min of 3)', lambda: fit.minimum("fit"), [fit],
+                  budget_s=2.0)
     # for scale, the network it replaces (3 epochs scaled to the 120 of the stories):
     # recorded, not compared. Warmed up first: a process's first train() imports
     # torch._dynamo (the optimizer) and scikit-learn (the scaler), two seconds that read as
@@ -208,7 +205,7 @@ def tree_fit_takes_just_over_a_second(mp):
     real = HGB.fit
 
     def fit(self, *args, **kwargs):
-        # CPU time, not a sleep: a trial's lower end subtracts only what other work cost it
+        # CPU time, not a sleep: on a busy machine it grows as the fit's own work does
         start = time.thread_time()
         out = real(self, *args, **kwargs)
         while time.thread_time() - start < 1.3:

@@ -83,7 +83,7 @@ class ClaimRecorder:
 
     def check(self, name: str, value, interval: tuple[float, float] | None = None,
               unit: str = "", note: str = "", reduce: str | None = None,
-              halt: bool = False, timed: bool = False):
+              halt: bool = False, timed: bool = False, load: dict | None = None):
         """Compare ``value`` with the registry's figure ``name`` and record both.
 
         ``interval`` (lo, hi) is the measurement's uncertainty (a timing's bootstrap
@@ -96,18 +96,25 @@ class ClaimRecorder:
         AssertionError at once when a bound breaks (a Hypothesis property needs that to
         shrink its counterexample). ``timed=True`` says the interval comes from timings, so
         the figure moves with the machine's load as well as with a release (``report diff``
-        sets such changes apart). Returns the value judged."""
+        sets such changes apart); only a figure its entry declares ``timed`` may be checked
+        so, and ``load`` (support.machine.timing.settle) says what the machine's load was
+        during its trials and how its interval was widened for it. Returns the value judged."""
         fig = self.figure(name)
+        if timed != fig.timed:
+            raise TypeError(f"{fig.claim}'s figure {name!r} is "
+                            + ("not declared timed in its entry (timed = true) but was checked "
+                               "as a timing" if timed else "declared timed in its entry but "
+                               "was checked without the timing method (support.machine.timing)"))
         value = jsonable(value)
         # halt judges this example alone: after one bad example the running worst would make
         # every one Hypothesis tries while shrinking "fail", and it would shrink to nonsense
         if halt and fig.judge(value, interval)[0] == "broken":
-            self._keep(name, fig, value, interval, unit, note, reduce, timed)
+            self._keep(name, fig, value, interval, unit, note, reduce, timed, load)
             raise BrokenBound(f"{name} = {value!r} breaks its bound ({fig.rule()})")
-        self._keep(name, fig, value, interval, unit, note, reduce, timed)
+        self._keep(name, fig, value, interval, unit, note, reduce, timed, load)
         return self.measurements[name]["value"]
 
-    def _keep(self, name, fig, value, interval, unit, note, reduce, timed) -> None:
+    def _keep(self, name, fig, value, interval, unit, note, reduce, timed, load=None) -> None:
         prev = self.measurements.get(name)
         count = 1
         if prev is not None and reduce in ("max", "min"):
@@ -123,6 +130,8 @@ class ClaimRecorder:
         if interval is not None:
             entry["interval"] = [float(interval[0]), float(interval[1])]
             entry["timed"] = timed
+        if load is not None:
+            entry["load"] = jsonable(load)
         if fig.reference:
             # shown beside the measurement, never compared: no stated figure, no tolerance
             entry["reference"] = fig.stated

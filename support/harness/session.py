@@ -98,6 +98,14 @@ def is_timing(item) -> bool:
     return any(registry[c].kind == "d" for c in claim_ids(item) if c in registry)
 
 
+def one_thread(item) -> bool:
+    """A timing test whose claim's entry times it on one thread (``threads = { count =
+    "one", ... }``)."""
+    registry = registry_of(item.config)
+    return any(registry[c].threads.get("count") == "one"
+               for c in claim_ids(item) if c in registry)
+
+
 def shared_folder(config) -> str | None:
     """The folder the controller made for its workers' locks (None without xdist)."""
     return config.stash.get(LOCK_FOLDER, None)

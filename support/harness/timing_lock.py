@@ -19,8 +19,10 @@ intra-op threads and the OpenMP and BLAS pools (scikit-learn's trees, NumPy): tw
 that each run two OpenMP threads on two cores leave threads spinning at barriers for a
 thread the scheduler has parked. On this suite's 2-core CI machine that spinning cost
 about 16 of 124 CPU-seconds, and a tree's predictions beside the batched training took 8 s
-instead of 1. Timing tests keep the frameworks' own thread counts, as a user's program
-would; so does every test where ``OMP_NUM_THREADS`` is set.
+instead of 1. Timing tests run on the threads their claim's entry names (``threads``: "one"
+for a sentence that does not depend on the thread count, with or without xdist; "all", the
+frameworks' own counts, for one about parallel work); the other tests keep the frameworks'
+own counts where ``OMP_NUM_THREADS`` is set.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from support.harness.session import LOCK_FOLDER as _dir_key, is_timing
+from support.harness.session import LOCK_FOLDER as _dir_key, is_timing, one_thread
 from support.machine.environment import shared_threads
 from support.machine.locks import file_lock
 
@@ -110,17 +112,22 @@ class _Share:
 _share_key = pytest.StashKey[_Share]()
 
 
+_one_key = pytest.StashKey[_Share]()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     folder = item.config.stash.get(_dir_key, None)
-    if not folder:
-        yield
-        return
     timing = is_timing(item)
     share = contextlib.nullcontext()
-    if not timing and (n := shared_threads()) is not None:
+    if timing and one_thread(item):
+        if _one_key not in item.config.stash:
+            item.config.stash[_one_key] = _Share(1)
+        share = item.config.stash[_one_key]()
+    elif folder and not timing and (n := shared_threads()) is not None:
         if _share_key not in item.config.stash:
             item.config.stash[_share_key] = _Share(n)
         share = item.config.stash[_share_key]()
-    with turn(folder, exclusive=timing), share:
+    lock = turn(folder, exclusive=timing) if folder else contextlib.nullcontext()
+    with lock, share:
         yield

@@ -1,29 +1,24 @@
-"""How much other work on the machine could have delayed a measurement.
+"""How much other work the machine did while a measurement ran: its load, in cores.
 
 A timing taken while other processes compete for the cores is slower than the same work on
 an idle machine, and by a different factor for each side of a comparison (a side that uses
-two threads loses more than one that uses one). The timing method cannot make a busy machine
-idle, but it can bound what the other work cost each trial and widen its interval by that
-much (support/machine/timing.py), so that a busy machine makes a verdict inconclusive, never
-wrong.
+two threads loses more than one that uses one; work that hands results between threads can
+even get faster). Neither subtracting the load nor bounding each trial by a worst-case delay
+works (the run-queue waits over-estimate a trial's delay, and load moves some ratios with no
+wait at all), so the timing method (support/machine/timing.py) does two other things with
+this reading: it tells quiet rounds from busy ones, and where it must decide from busy rounds
+it widens a figure's interval by what that much load was measured to do to that very
+comparison (support/machine/sensitivity.py).
 
-:class:`Probe` reads, around one trial, two things the operating system counts:
-
-* the run-queue wait of this process's threads and of its live ``multiprocessing`` children
-  (``/proc/<pid>/task/<tid>/schedstat``, nanoseconds): time our work was ready to run but
-  not running. It includes waits for our own threads (JAX's pool and its caller on two
-  cores), which are part of the measurement;
-* the CPU time every other task of the machine used (the system's CPU time, from the
-  ``cpuacct`` or ``cpu.stat`` counters of the root control group the process can see, minus
-  our own): work that could have taken our cores.
-
-A trial was delayed by other work by at most the smaller of the two: our threads lost time
-only while they waited, and only another task's running can have made them wait for it.
-Children that started and ended inside the trial (a DataLoader's workers) leave no
-run-queue reading; if they were preempted at all (``getrusage``), the bound falls back to the
-others' CPU time. Where the counters do not exist (not Linux, no readable control group) the
-probe says so (:attr:`Probe.available` is False, and :func:`describe` tells why) and a trial
-counts as undelayed: the method then falls back to the minimum over its trials, as before.
+:class:`Probe` reads, around one trial, the CPU time every other task of the machine used
+(the ``cpuacct`` or ``cpu.stat`` counters of the root control group the process can see,
+minus our own: this process's threads and its live ``multiprocessing`` children, read from
+``/proc/<pid>/task/<tid>/schedstat``, and children reaped meanwhile, from ``getrusage``).
+Divided by the trial's wall time it is the trial's **load**: how many cores other work kept
+busy meanwhile (0 on an idle machine, about 1 with one CPU-bound process beside a
+one-threaded trial). Where the counters do not exist (not Linux, no readable control group)
+the probe says so (:attr:`Probe.available` is False, and :func:`describe` tells why) and
+every trial reads as quiet.
 """
 from __future__ import annotations
 
@@ -61,8 +56,8 @@ def _system_counter():
 
 
 class Probe:
-    """Readings around a trial: :meth:`start` before it, :meth:`delay` after it gives the
-    seconds by which other work can at most have delayed it (0.0 where unmeasurable)."""
+    """Readings around a trial: :meth:`start` before it, :meth:`others` after it gives the
+    CPU seconds the rest of the machine used meanwhile (0.0 where unmeasurable)."""
 
     def __init__(self):
         self._system = _system_counter()
@@ -82,9 +77,9 @@ class Probe:
             paths += [f"/proc/{pid}/task/{tid}/schedstat" for tid in tids]
         return paths
 
-    def _own(self) -> tuple[float, float] | None:
-        """(CPU seconds, run-queue wait seconds) of our live tasks, or None."""
-        run = wait = 0.0
+    def _own(self) -> float | None:
+        """CPU seconds of our live tasks, or None."""
+        run = 0.0
         paths = self._schedstat_paths()
         if not paths:
             return None
@@ -99,24 +94,23 @@ class Probe:
                     os.close(self._fds.pop(path))
                 continue
             run += int(fields[0]) * 1e-9
-            wait += int(fields[1]) * 1e-9
         # threads that ended keep their descriptors (reads fail above and close them)
-        return run, wait
+        return run
 
     @staticmethod
-    def _reaped() -> tuple[float, int]:
+    def _reaped() -> float:
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return ru.ru_utime + ru.ru_stime, ru.ru_nivcsw
+        return ru.ru_utime + ru.ru_stime
 
     # ------------------------------------------------------------------ a trial
     def start(self) -> None:
         if not self.available:
             return
-        own = self._own()
-        self._mark = (self._system(), own, self._reaped())
+        self._mark = (self._system(), self._own(), self._reaped())
 
-    def delay(self) -> float:
-        """Seconds by which other work can at most have delayed the trial since start()."""
+    def others(self) -> float:
+        """CPU seconds other tasks of the machine used since :meth:`start` (0.0 where
+        unmeasurable)."""
         if not self.available or self._mark is None:
             return 0.0
         system, own, reaped = self._system(), self._own(), self._reaped()
@@ -124,13 +118,17 @@ class Probe:
         self._mark = None
         if own is None or o0 is None:
             return 0.0
-        ours = (own[0] - o0[0]) + (reaped[0] - r0[0])
-        others = max(0.0, (system - s0) - ours)
-        waited = max(0.0, own[1] - o0[1])
-        if reaped[1] > r0[1]:
-            # a child that ended inside the trial was preempted: its wait is unknown
-            return others
-        return min(others, waited)
+        ours = (own - o0) + (reaped - r0)
+        return max(0.0, (system - s0) - ours)
+
+    def load_now(self, window_s: float = 0.02) -> float:
+        """The machine's load over the next ``window_s`` seconds, this process idle: how
+        many cores other work keeps busy right now."""
+        import time
+        self.start()
+        t0 = time.perf_counter()
+        time.sleep(window_s)
+        return self.others() / max(time.perf_counter() - t0, 1e-9)
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -143,8 +141,8 @@ def describe() -> str:
     counter = _system_counter()
     if counter is None:
         return ("not measured: no readable CPU-time counter of the machine's control group "
-                "(/sys/fs/cgroup); timings are minima over trials without a load correction")
+                "(/sys/fs/cgroup); every trial counts as quiet")
     if not Path(f"/proc/{os.getpid()}/task").is_dir():
         return "not measured: no /proc/<pid>/task schedstat on this system"
-    return ("measured per trial: run-queue waits of the process's threads against the CPU time "
-            "of other tasks (/proc schedstat, root control group's CPU counter)")
+    return ("measured per trial: the CPU time of other tasks (the root control group's CPU "
+            "counter less this process's threads and children, /proc schedstat)")

@@ -21,16 +21,22 @@ of the machine can only slow a trial down. This module fixes the rest of the met
 Other work on the machine
 -------------------------
 Interference can only slow a trial down, so the minimum over trials is the right statistic on
-a quiet machine; on a busy one every trial may have waited, and by different amounts on each
-side (a side that uses two threads loses more than one that uses one), so even the minima
-move. Each trial therefore also records how much other processes can at most have delayed it
-(:mod:`support.machine.load`: the run-queue waits of this process's threads, bounded by the
-CPU time the rest of the machine used meanwhile). Its undisturbed time lies between the
-trial's time less that delay and the trial's time, and a side's undisturbed minimum between
-the smallest of the former and the smallest of the latter. The interval of a ratio spans both
-ends, so on a busy machine it widens by what the load can have cost, the figure stays
-undecided while that matters, and the claim becomes **inconclusive** rather than wrong. On a
-quiet machine the delays are zero and nothing changes.
+a quiet machine; on a busy one every trial may have been slowed, and by a different factor on
+each side of a comparison, so even the minima move, one way or the other. Each trial therefore
+also records the machine's **load** meanwhile (:mod:`support.machine.load`: how many cores
+other work kept busy), and a round is **quiet** when every trial of it ran under
+:data:`QUIET_LOAD`. Then:
+
+* **Quiet rounds decide alone** where there are enough of them (:data:`MIN_QUIET`, or every
+  round the comparison planned): a burst of other work (a package install, a browser tab)
+  costs the rounds it hit, not the verdict. While a figure is undecided, :func:`settle` waits
+  for quiet moments before its extra rounds, within the claim's time budget.
+* **Busy rounds are widened by what load was measured to do to that very figure**
+  (:mod:`support.machine.sensitivity`): where too few rounds were quiet (a steady neighbour),
+  the figure is estimated from all of them and its interval widened by the figure's own
+  measured response at the load its rounds measured, so that it still decides where the load
+  cannot have moved it across a bound, and stays undecided (inconclusive) where it can. On a
+  quiet machine nothing changes.
 
 Intervals, not bands
 --------------------
@@ -69,6 +75,7 @@ and in a benchmark (tier ``bench``; same trials, same warm-up, same synchronisat
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 import zlib
@@ -104,14 +111,24 @@ MAX_ROUNDS = 1000
 # machine the budgets were set on, idle: 0.0090 to 0.0142 s in five fresh processes (15
 # trials each), the smallest kept; slowness() compares this machine with it
 CALIBRATION_S = 0.009
-# a trial counts as delayed by other work beyond this share of its time; the delayed rounds
-# are set aside when at least CLEAN_SHARE of the rounds, and MIN_CLEAN of them, are clean
-DELAYED = 0.01
-CLEAN_SHARE = 0.5
-MIN_CLEAN = 10
+# a round is quiet when other work kept fewer cores than this busy during each of its trials
+# (an idle 2-core machine reads a few thousandths, with rare spikes to a tenth; one CPU-bound
+# process beside a one-threaded trial reads about 1)
+QUIET_LOAD = 0.25
+# quiet rounds decide alone when there are this many of them (or every round the comparison
+# planned, for comparisons of a few long rounds)
+MIN_QUIET = 10
 # a budget grows with the machine's slowness up to this factor: beyond it a machine is too
 # slow or too busy to decide timing claims in the suite's time, and they stay inconclusive
 SLOWNESS_CAP = 4.0
+# the machine's load is read over windows of consecutive rounds at least this long: the
+# CPU-time counters advance a scheduler tick (1 to 4 ms) at a time, and a window of many
+# ticks reads the load to a few percent where a trial of microseconds reads nothing
+WINDOW_S = 0.05
+# settle() spends at most this share of a figure's budget waiting for quiet moments, and
+# looks for one this often
+WAIT_SHARE = 0.5
+WAIT_POLL_S = 0.05
 
 
 # --------------------------------------------------------------------------- synchronisation
@@ -135,12 +152,14 @@ def torch_mps_sync(result=None) -> None:
     torch.mps.synchronize()
 
 
-def time_call(fn: Callable, sync: Callable = no_sync) -> float:
-    """One trial: seconds from the call to the end of the work ``fn`` started."""
-    t0 = time.perf_counter()
+def time_call(fn: Callable, sync: Callable = no_sync, clock: Callable | None = None) -> float:
+    """One trial: seconds of ``clock`` (default the wall clock, ``time.perf_counter``) from
+    the call to the end of the work ``fn`` started."""
+    clock = clock or time.perf_counter
+    t0 = clock()
     out = fn()
     sync(out)
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 _probe = None
@@ -155,12 +174,28 @@ def probe():
     return _probe
 
 
-def measure(fn: Callable, sync: Callable = no_sync) -> tuple[float, float]:
-    """One trial and how much other work can at most have delayed it: (seconds, seconds)."""
-    p = probe()
-    p.start()
-    t = time_call(fn, sync)
-    return t, min(t, p.delay())
+_window_probe = None
+
+
+def window_probe():
+    """A second probe, read around windows of rounds (the first reads single trials)."""
+    global _window_probe
+    if _window_probe is None:
+        from support.machine.load import Probe
+        _window_probe = Probe()
+    return _window_probe
+
+
+def wait_for_quiet(seconds: float) -> float:
+    """Wait up to ``seconds`` for a moment when other work keeps fewer than QUIET_LOAD cores
+    busy; returns the seconds waited (0 on a quiet machine, ``seconds`` or a little more when
+    the load never paused)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        if probe().load_now(WAIT_POLL_S / 2) < QUIET_LOAD:
+            break
+        time.sleep(WAIT_POLL_S / 2)
+    return time.perf_counter() - t0
 
 
 def _calibration() -> None:
@@ -195,30 +230,28 @@ def slowness() -> float:
 # --------------------------------------------------------------------------- results
 @dataclass
 class Side:
-    """The trials of one side, in seconds, and by how much other work can at most have
-    delayed each (zeros where nothing was measured)."""
+    """The trials of one side, in seconds, and the machine's load during each (cores other
+    work kept busy; zeros where nothing was measured)."""
 
     name: str
     times: list[float]
-    delays: list[float] = field(default_factory=list)
-    # calls made in each trial; ``times`` and ``delays`` are per call (the trial's / calls)
+    loads: list[float] = field(default_factory=list)
+    # calls made in each trial; ``times`` are per call (the trial's / calls)
     calls: int = 1
 
     @property
     def min(self) -> float:
         return min(self.times)
 
-    def lower(self) -> np.ndarray:
-        """Each trial's time less its delay: a lower bound of its undisturbed time."""
-        t = np.asarray(self.times, dtype=float)
-        d = np.zeros_like(t)
-        d[:len(self.delays)] = self.delays[:len(t)]
-        return np.maximum(t - d, 0.0)
+    def load_array(self) -> np.ndarray:
+        out = np.zeros(len(self.times))
+        out[:len(self.loads)] = self.loads[:len(self.times)]
+        return out
 
     @property
-    def delayed(self) -> int:
-        """How many trials other work can have delayed by more than 1 %."""
-        return sum(1 for t, d in zip(self.times, self.delays) if d > DELAYED * t)
+    def busy(self) -> int:
+        """How many trials ran while other work kept QUIET_LOAD cores or more busy."""
+        return int((self.load_array() >= QUIET_LOAD).sum())
 
     @property
     def median(self) -> float:
@@ -236,23 +269,22 @@ class Side:
                "cv": round(self.cv, 4)}
         if self.calls > 1:
             out["calls_per_trial"] = self.calls
-        if self.delays:
-            out["delayed_by_other_work"] = self.delayed
-            out["min_undisturbed_lower_s"] = float(self.lower().min())
+        if self.loads:
+            out["busy_trials"] = self.busy
+            out["mean_load_cores"] = round(float(self.load_array().mean()), 3)
         return out
 
 
 @dataclass
 class Estimate:
-    """A timing statistic with its bootstrap replicates and 95 % interval. ``boot`` holds the
-    replicates' upper ends, ``boot_lo`` their lower ends where other work can have delayed
-    trials (the same array otherwise)."""
+    """A timing statistic with its bootstrap replicates and 95 % interval, and the rounds it
+    came from: quiet ones alone, or (``busy``) all of them, which measured ``load`` cores of
+    other work on average (support.machine.sensitivity then widens its interval)."""
 
     label: str
     value: float
     boot: np.ndarray
     rounds: int
-    boot_lo: np.ndarray | None = None
     # the 95 % interval of the median of the rounds' paired ratios, where there is one
     paired: tuple[float, float] | None = None
     # each round's ratio (NaN where the round was set aside) and the comparison it came from:
@@ -263,17 +295,15 @@ class Estimate:
     kind: str = "bootstrap interval"
     # its confidence level (settle()'s later looks ask for more: look_level)
     level: float = field(default_factory=lambda: _level)
-
-    @property
-    def lows(self) -> np.ndarray:
-        return self.boot if self.boot_lo is None else self.boot_lo
+    # decided from busy rounds (too few were quiet), and their mean load in cores
+    busy: bool = False
+    load: float = 0.0
+    quiet: int | None = None
 
     @property
     def interval(self) -> tuple[float, float]:
         tail = (1 - self.level) / 2 * 100
-        # order statistics, not interpolation: an end may be infinite (a trial whose whole
-        # time other work can have taken leaves no bound), and inf - inf is no number
-        lo = np.percentile(self.lows, tail, method="lower")
+        lo = np.percentile(self.boot, tail, method="lower")
         hi = np.percentile(self.boot, 100 - tail, method="higher")
         if self.paired is not None:
             lo, hi = min(lo, self.paired[0]), max(hi, self.paired[1])
@@ -283,6 +313,14 @@ class Estimate:
     def text(self) -> str:
         lo, hi = self.interval
         return f"{self.value:.3g} [{lo:.3g}, {hi:.3g}]"
+
+    def _with(self, label, value, boot, paired, per_round, source, other=None) -> "Estimate":
+        others = [self] + ([other] if other is not None else [])
+        return Estimate(label, value, boot, min(e.rounds for e in others), paired, per_round,
+                        source, kind=self.kind if all(e.kind == self.kind for e in others)
+                        else Estimate.kind, busy=any(e.busy for e in others),
+                        load=max(e.load for e in others),
+                        quiet=min((e.quiet for e in others if e.quiet is not None), default=None))
 
     def __truediv__(self, other: "Estimate") -> "Estimate":
         """A ratio of two statistics (a speed-up over a speed-up); resampled jointly when
@@ -303,17 +341,12 @@ class Estimate:
                 paired = median_interval(per_round[kept])
         elif self.paired is not None and other.paired is not None:
             # each end against the other's far end: no narrower than either allows
-            with np.errstate(divide="ignore", invalid="ignore"):
-                paired = (float(_safe_div(np.array(self.paired[0]), np.array(other.paired[1]))),
-                          float(_safe_div(np.array(self.paired[1]), np.array(other.paired[0]))))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return Estimate(f"({self.label}) / ({other.label})", self.value / other.value,
-                            _safe_div(self.boot, other.lows), min(self.rounds, other.rounds),
-                            _safe_div(self.lows, other.boot), paired, per_round, source,
-                            kind=self.kind if self.kind == other.kind else Estimate.kind)
+            paired = (float(_safe_div(np.array(self.paired[0]), np.array(other.paired[1]))),
+                      float(_safe_div(np.array(self.paired[1]), np.array(other.paired[0]))))
+        return self._with(f"({self.label}) / ({other.label})", self.value / other.value,
+                          _safe_div(self.boot, other.boot), paired, per_round, source, other)
 
     def inverse(self) -> "Estimate":
-        one = np.ones_like(self.boot)
         paired = None
         if self.paired is not None:
             paired = (float(_safe_div(np.array(1.0), np.array(self.paired[1]))),
@@ -322,14 +355,22 @@ class Estimate:
         if self.per_round is not None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 per_round = 1.0 / self.per_round
-        return Estimate(f"1 / ({self.label})", 1 / self.value, _safe_div(one, self.lows),
-                        self.rounds, _safe_div(one, self.boot), paired, per_round, self.source,
-                        kind=self.kind)
+        return self._with(f"1 / ({self.label})", 1 / self.value,
+                          _safe_div(np.ones_like(self.boot), self.boot), paired, per_round,
+                          self.source)
+
+    def scaled(self, factor: float, label: str) -> "Estimate":
+        """The statistic times a constant (a time per epoch scaled to a whole run)."""
+        paired = None if self.paired is None else (self.paired[0] * factor,
+                                                   self.paired[1] * factor)
+        return self._with(label, self.value * factor, self.boot * factor, paired,
+                          None if self.per_round is None else self.per_round * factor,
+                          self.source)
 
 
 def median_of(estimates: list[Estimate]) -> Estimate:
-    """The median of statistics of independent comparisons ("most of the workloads": JIT-01),
-    resampled as they are: each replicate the median of the statistics' own replicates."""
+    """The median of statistics of independent comparisons, resampled as they are: each
+    replicate the median of the statistics' own replicates."""
     lengths = {len(e.boot) for e in estimates}
     if len(lengths) != 1:
         raise ValueError(f"the estimates have different numbers of replicates: {lengths}")
@@ -337,12 +378,13 @@ def median_of(estimates: list[Estimate]) -> Estimate:
     if all(e.paired is not None for e in estimates):
         paired = (float(np.median([e.paired[0] for e in estimates])),
                   float(np.median([e.paired[1] for e in estimates])))
-    return Estimate("median of " + ", ".join(e.label for e in estimates),
-                    float(np.median([e.value for e in estimates])),
-                    np.median(np.stack([e.boot for e in estimates]), axis=0),
-                    min(e.rounds for e in estimates),
-                    np.median(np.stack([e.lows for e in estimates]), axis=0), paired,
-                    kind=estimates[0].kind)
+    out = Estimate("median of " + ", ".join(e.label for e in estimates),
+                   float(np.median([e.value for e in estimates])),
+                   np.median(np.stack([e.boot for e in estimates]), axis=0),
+                   min(e.rounds for e in estimates), paired, kind=estimates[0].kind)
+    out.busy = any(e.busy for e in estimates)
+    out.load = max(e.load for e in estimates)
+    return out
 
 
 def median_interval(ratios: np.ndarray) -> tuple[float, float]:
@@ -351,11 +393,11 @@ def median_interval(ratios: np.ndarray) -> tuple[float, float]:
 
     The minima's bootstrap sees how well the fastest trials agree, not what slowed them: a
     neighbour on the other hyperthread of a core, or one that fills the shared cache, slows
-    trials without any run-queue wait the load probe could see, and by a different amount
-    in each round. A round's two trials ran back to back under the same neighbours, so their
-    ratio keeps most of what the sides differ by and loses most of what the load added; where
-    the rounds' ratios spread, this interval is wide and the figure stays undecided instead
-    of decided by the luckiest trials. On a quiet machine the rounds agree and it is narrow."""
+    trials without any CPU time the load probe could see, and by a different amount in each
+    round. A round's two trials ran back to back under the same neighbours, so their ratio
+    keeps most of what the sides differ by and loses most of what the load added; where the
+    rounds' ratios spread, this interval is wide and the figure stays undecided instead of
+    decided by the luckiest trials. On a quiet machine the rounds agree and it is narrow."""
     r = np.sort(np.asarray(ratios, dtype=float))
     n = len(r)
     if n < 6:
@@ -367,7 +409,7 @@ def median_interval(ratios: np.ndarray) -> tuple[float, float]:
 
 
 def _safe_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a / b with x / 0 = inf (a delay as long as the trial leaves no lower bound)."""
+    """a / b with x / 0 = inf."""
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.divide(a, b)
     return np.where(np.isnan(out), np.inf, out)
@@ -386,69 +428,110 @@ class Comparison:
     fns: dict = field(default_factory=dict, repr=False)
     syncs: dict = field(default_factory=dict, repr=False)
     seed: int = 0
+    # the rounds it was asked for: a comparison of a few long rounds decides from quiet ones
+    # when all of those are quiet
+    planned: int = MIN_QUIET
+    # seconds spent waiting for quiet moments (settle)
+    waited_s: float = 0.0
+    # per side, what runs before and after each of its trials, outside the clock
+    around: dict = field(default_factory=dict, repr=False)
+    # what the trials are timed by (None: the wall clock)
+    clock: Callable | None = field(default=None, repr=False)
 
     def __getitem__(self, name: str) -> Side:
         return self.sides[name]
 
-    def _rounds_of(self, a: str, b: str):
-        """The two sides' trials round by round, their lower bounds and each round's ratio
-        (NaN where the round was set aside)."""
-        ta, tb = np.asarray(self.sides[a].times), np.asarray(self.sides[b].times)
-        la, lb = self.sides[a].lower(), self.sides[b].lower()
-        n = min(len(ta), len(tb))
-        ta, tb, la, lb = ta[:n], tb[:n], la[:n], lb[:n]
-        # Rounds other work can have delayed are set aside while most rounds are clean: how
-        # long another process held the core has nothing to do with how long the trial's own
-        # work takes, so the clean rounds are a fair sample of the undisturbed times, while
-        # one delayed trial of a few microseconds, kept with its lower bound of zero, sends
-        # every resample that draws it to [0, inf] (JIT-21's 5 us calls, 58 of 4,000 trials
-        # delayed on an idle machine: never decided). Where most rounds were delayed (a busy
-        # machine), they are kept with their lower bounds and the interval widens instead.
-        clean = (ta - la <= DELAYED * ta) & (tb - lb <= DELAYED * tb)
-        per_round = _safe_div(ta, tb)
-        if not clean.all() and clean.sum() >= max(MIN_CLEAN, CLEAN_SHARE * n):
-            per_round = np.where(clean, per_round, np.nan)
-            ta, tb = ta[clean], tb[clean]
-            la, lb = ta, tb
-        return ta, tb, la, lb, per_round
+    def _selected(self, *names: str):
+        """The rounds a statistic of ``names`` comes from: the quiet ones where there are
+        enough of them, else all. Returns (mask of the rounds used, busy, their mean load,
+        the number of quiet rounds)."""
+        n = min(len(self.sides[k].times) for k in names)
+        loads = np.max([self.sides[k].load_array()[:n] for k in names], axis=0)
+        quiet = loads < QUIET_LOAD
+        if quiet.sum() >= max(1, min(MIN_QUIET, self.planned)):
+            # how long another process held a core has nothing to do with how long the
+            # trial's own work takes, so the quiet rounds are a fair sample of the idle
+            # times; a burst costs the rounds it hit
+            return quiet, False, float(loads[quiet].mean()), int(quiet.sum())
+        return np.ones(n, bool), True, float(loads.mean()) if n else 0.0, int(quiet.sum())
 
-    def ratio(self, a: str, b: str) -> Estimate:
+    def _group(self, names, n: int) -> np.ndarray:
+        """A side's trials, or a group's summed round by round (a program of several
+        workloads run once each: JIT-01's 'usually'), over the first ``n`` rounds."""
+        names = (names,) if isinstance(names, str) else tuple(names)
+        return np.sum([np.asarray(self.sides[k].times[:n]) for k in names], axis=0)
+
+    def _rounds_of(self, a, b):
+        """The two sides' (or groups') trials in the rounds used, each round's ratio (NaN
+        where the round was set aside) and what :meth:`_selected` says of them."""
+        names = [a] if isinstance(a, str) else list(a)
+        names += [b] if isinstance(b, str) else list(b)
+        used, busy, load, quiet = self._selected(*names)
+        n = len(used)
+        ta, tb = self._group(a, n), self._group(b, n)
+        per_round = np.where(used, _safe_div(ta, tb), np.nan)
+        return ta[used], tb[used], per_round, (busy, load, quiet)
+
+    @staticmethod
+    def _members(group) -> tuple:
+        return (group,) if isinstance(group, str) else tuple(group)
+
+    def ratio(self, a, b) -> Estimate:
         """How many times slower ``a`` is than ``b`` (>1: ``b`` is faster), ``min(a)/min(b)``,
-        with the rounds resampled in pairs (a round's trials saw the same load)."""
-        ta, tb, la, lb, per_round = self._rounds_of(a, b)
-        n = len(ta)
+        with the rounds resampled in pairs (a round's trials saw the same load). ``a`` and
+        ``b`` may be groups of sides (tuples: a program that runs each once): the sum of
+        their minima, each round's sums paired."""
+        _, _, per_round, (busy, load, quiet) = self._rounds_of(a, b)
+        used = ~np.isnan(per_round)
+        n = int(used.sum())
         idx = _resample_index(n, self.seed + n)
-        # the upper end: a's minimum as timed over b's undisturbed lower bound; the lower end
-        # the other way round (equal to the plain ratio where no trial was delayed)
-        hi = _safe_div(ta[idx].min(axis=1), lb[idx].min(axis=1))
-        lo = _safe_div(la[idx].min(axis=1), tb[idx].min(axis=1))
-        return Estimate(f"min({a})/min({b})", float(ta.min() / tb.min()), hi, n, lo,
-                        median_interval(per_round[~np.isnan(per_round)]), per_round, id(self))
+
+        def minima(group):
+            trials = [np.asarray(self.sides[k].times[:len(used)])[used]
+                      for k in self._members(group)]
+            return sum(t.min() for t in trials), sum(t[idx].min(axis=1) for t in trials)
+        (va, ba), (vb, bb) = minima(a), minima(b)
+        name = " + ".join
+        return Estimate(f"min({name(self._members(a))})/min({name(self._members(b))})",
+                        float(va / vb), _safe_div(ba, bb), n,
+                        median_interval(per_round[used]), per_round, id(self),
+                        busy=busy, load=load, quiet=quiet)
 
     def median_ratio(self, a: str, b: str) -> Estimate:
         """The median of the rounds' ratios ``a/b`` with the 95 % interval of that median
         alone, for a claim whose protocol is a median, not a minimum (TAPE-23). A gain of a
         few percent moves the minima's bootstrap by as much as the gain (a few lucky trials
-        decide each end), while every round's pair of back-to-back trials measures it. Where
-        rounds were delayed and kept, the lower end is taken from the rounds' lower bounds
-        and the upper end from their upper bounds, so load widens it as it does the minima's."""
-        ta, tb, la, lb, per_round = self._rounds_of(a, b)
-        value = float(np.median(per_round[~np.isnan(per_round)]))
-        lo = median_interval(_safe_div(la, tb))[0]
-        hi = median_interval(_safe_div(ta, lb))[1]
+        decide each end), while every round's pair of back-to-back trials measures it."""
+        ta, tb, per_round, (busy, load, quiet) = self._rounds_of(a, b)
+        kept = per_round[~np.isnan(per_round)]
+        value = float(np.median(kept))
         return Estimate(f"median of {a}/{b} per round", value, np.array([value]), len(ta),
-                        None, (lo, hi), per_round, id(self),
-                        kind="interval of the median (order statistics)")
+                        median_interval(kept), per_round, id(self),
+                        kind="interval of the median (order statistics)", busy=busy,
+                        load=load, quiet=quiet)
 
-    def delayed(self) -> dict[str, int]:
-        """Per side, the trials other work can have delayed by more than 1 %."""
-        return {k: s.delayed for k, s in self.sides.items()}
+    def minimum(self, a: str) -> Estimate:
+        """The fastest trial of one side (an absolute time, seconds), with its bootstrap."""
+        used, busy, load, quiet = self._selected(a)
+        t = np.asarray(self.sides[a].times[:len(used)])[used]
+        idx = _resample_index(len(t), self.seed + len(t))
+        return Estimate(f"min({a})", float(t.min()), t[idx].min(axis=1), len(t), busy=busy,
+                        load=load, quiet=quiet)
 
-    def extend(self, rounds: int) -> None:
-        """Run ``rounds`` more interleaved rounds (the sides are warm already)."""
+    def loads(self) -> dict[str, float]:
+        """Per side, the mean load (cores) during its trials."""
+        return {k: float(s.load_array().mean()) if s.times else 0.0
+                for k, s in self.sides.items()}
+
+    def extend(self, rounds: int, wait_s: float = 0.0) -> None:
+        """Run ``rounds`` more interleaved rounds (the sides are warm already); with
+        ``wait_s``, first wait up to that long for a quiet moment."""
         if not self.fns:
             raise ValueError("this comparison was built from recorded trials; it cannot be extended")
-        _rounds(self.fns, self.syncs, self.sides, rounds, start=self.rounds)
+        if wait_s > 0:
+            self.waited_s += wait_for_quiet(wait_s)
+        _rounds(self.fns, self.syncs, self.sides, rounds, start=self.rounds, around=self.around,
+                clock=self.clock)
         self.rounds += rounds
 
     def times(self) -> dict:
@@ -456,25 +539,47 @@ class Comparison:
 
 
 def _rounds(fns, syncs, out: dict[str, Side], repeats: int, start: int = 0,
-            max_seconds: float | None = None, min_repeats: int = 5) -> int:
+            max_seconds: float | None = None, min_repeats: int = 5, around=None,
+            clock=None) -> int:
+    """Run the rounds; every trial of a window of rounds (WINDOW_S at least) gets the load
+    the window measured."""
     names = list(fns)
     spent, done = 0.0, 0
+    wp, window, w0 = window_probe(), 0, None
     for r in range(start, start + repeats):
+        if w0 is None:
+            wp.start()
+            w0, window = time.perf_counter(), 0
         for n in (names if r % 2 == 0 else names[::-1]):
-            t, d = measure(fns[n], syncs[n])
+            with (around or {}).get(n, _nothing)():
+                t = time_call(fns[n], syncs[n], clock) if clock else time_call(fns[n], syncs[n])
             out[n].times.append(t / out[n].calls)
-            out[n].delays.append(d / out[n].calls)
             spent += t
         done += 1
-        if max_seconds is not None and spent > max_seconds and done >= min_repeats:
+        window += 1
+        last = r == start + repeats - 1 or (max_seconds is not None and spent > max_seconds
+                                            and done >= min_repeats)
+        if last or time.perf_counter() - w0 >= WINDOW_S:
+            elapsed = time.perf_counter() - w0
+            load = wp.others() / elapsed if elapsed > 0 else 0.0
+            for n in names:
+                out[n].loads += [load] * window
+            w0 = None
+        if last:
             break
     return done
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
 
 
 def compare(sides: Mapping[str, Callable], *, repeats: int, warmup: int = 1,
             sync: Callable | Mapping[str, Callable] = no_sync,
             max_seconds: float | None = None, min_repeats: int = 5,
-            calls: int = 1) -> Comparison:
+            calls: int = 1, around: Mapping[str, Callable] | None = None,
+            clock: Callable | None = None) -> Comparison:
     """Time every side ``repeats`` times, interleaved, after ``warmup`` untimed calls each.
 
     ``sync`` is one function for all sides or one per side. With ``max_seconds`` the rounds
@@ -486,7 +591,15 @@ def compare(sides: Mapping[str, Callable], *, repeats: int, warmup: int = 1,
     microseconds of dispatch whose results come back through another thread (JAX on CPU),
     the wait for a result is a fixed latency of tens of microseconds that varies from
     trial to trial and is the same whatever the call did; one call per trial would measure
-    mostly that wait. (``timeit`` loops inside a trial for the same reason.)"""
+    mostly that wait. (``timeit`` loops inside a trial for the same reason.)
+
+    ``around`` gives a side a context manager (a function that makes one) entered before each
+    of its trials and left after it, outside the clock: the conditions that side is timed
+    under (DEV-10's competing processes, started and stopped around each trial).
+
+    ``clock`` times the trials by another clock than the wall's: ``time.process_time`` for a
+    figure that is CPU time (SPLIT-10's cost of training, which other work on the machine
+    stretches far less than the wall time)."""
     if calls < 1:
         raise ValueError(f"calls must be at least 1, got {calls}")
     names = list(sides)
@@ -497,9 +610,11 @@ def compare(sides: Mapping[str, Callable], *, repeats: int, warmup: int = 1,
         for n in names:
             syncs[n](fns[n]())
     out = {n: Side(n, [], calls=calls) for n in names}
+    around = dict(around or {})
     done = _rounds(fns, syncs, out, repeats, max_seconds=max_seconds,
-                   min_repeats=min_repeats)
-    return Comparison(out, done, fns, syncs, zlib.crc32("|".join(names).encode()))
+                   min_repeats=min_repeats, around=around, clock=clock)
+    return Comparison(out, done, fns, syncs, zlib.crc32("|".join(names).encode()),
+                      planned=min(repeats, max(min_repeats, done)), around=around, clock=clock)
 
 
 def dispatch_vs_done(fn: Callable, sync: Callable, *, repeats: int, warmup: int = 1
@@ -523,9 +638,12 @@ def dispatch_vs_done(fn: Callable, sync: Callable, *, repeats: int, warmup: int 
 
 
 # --------------------------------------------------------------------------- verdicts
-def record_times(claim, cmp: Comparison, prefix: str = "") -> None:
-    """Record the absolute times (seconds) of every side: reported, never asserted."""
+def record_times(claim, cmp: Comparison, prefix: str = "", names=None) -> None:
+    """Record the absolute times (seconds) of every side (or of ``names``): reported, never
+    asserted."""
     for name, side in cmp.sides.items():
+        if names is not None and name not in names:
+            continue
         per = f" of {side.calls} calls (times per call)" if side.calls > 1 else ""
         claim.record(f"{prefix}{name} min", side.min, unit="s",
                      note=f"median {side.median:.4g} s over {len(side.times)} interleaved "
@@ -540,11 +658,24 @@ def record_estimate(claim, name: str, est: Estimate) -> float:
     return est.value
 
 
+def judged_interval(claim, name: str, est: Estimate):
+    """The interval a figure is judged by, and the widening applied (None from quiet
+    rounds): a figure estimated from busy rounds widened by its measured sensitivity at the
+    load its rounds measured (support.machine.sensitivity)."""
+    if not est.busy:
+        return est.interval, None
+    from support.machine import sensitivity
+    owner = claim.figure(name).claim
+    w = sensitivity.widening(owner, name, claim.variant, est.load)
+    return w.apply(est.interval), w
+
+
 def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
-           budget_s: float, step: int | None = None) -> Estimate:
+           budget_s: float, step: int | None = None, unit: str = "") -> Estimate:
     """Check the registry's figure ``name`` against a timing statistic and its interval,
     adding rounds to ``comparisons`` while the figure is undecided and ``budget_s`` seconds
-    of extra rounds last. Returns the final estimate (recorded with ``claim.check``)."""
+    of extra rounds last (waiting for quiet moments before them, for at most WAIT_SHARE of
+    the budget). Returns the final estimate (recorded with ``claim.check``)."""
     def extendable():
         return [c for c in comparisons if c.fns and c.rounds < MAX_ROUNDS]
 
@@ -552,28 +683,50 @@ def settle(claim, name: str, estimate: Callable[[], Estimate], comparisons, *,
     # calibration, once per process, is not spent from the budget)
     budget = budget_s * (slowness() if budget_s and extendable() else 1.0)
     t0 = time.perf_counter()
+    waited, waiting = 0.0, True
     global _level
     look = 0
     try:
         est = estimate()
-        while extendable() and not claim.decided(name, est.value, est.interval) \
+        interval, widened = judged_interval(claim, name, est)
+        while extendable() and not claim.decided(name, est.value, interval) \
                 and time.perf_counter() - t0 < budget:
             for c in extendable():
-                c.extend(min(step or max(5, c.rounds // 2), MAX_ROUNDS - c.rounds))
+                wait = 0.0
+                if waiting and est.busy:
+                    # bursts seen (some rounds quiet): worth waiting for the next pause; a
+                    # load that never paused gets a short look only
+                    wait = min(WAIT_SHARE * budget - waited, budget - (time.perf_counter() - t0),
+                               budget if est.quiet else 4 * WAIT_POLL_S)
+                before = c.waited_s
+                c.extend(min(step or max(5, c.rounds // 2), MAX_ROUNDS - c.rounds),
+                         wait_s=max(0.0, wait))
+                waited += c.waited_s - before
+                if wait > 0 and c.waited_s - before >= wait:
+                    waiting = False      # the load never paused: a steady neighbour
             look += 1
             _level = look_level(look)
             est = estimate()
+            interval, widened = judged_interval(claim, name, est)
     finally:
         _level = LEVEL
     lo, hi = est.interval
-    delayed = sum(sum(c.delayed().values()) for c in comparisons)
-    trials = sum(len(s.times) for c in comparisons for s in c.sides.values())
-    load = (f"; {delayed} of {trials} trials delayed by other work (their rounds set aside "
-            f"where most rounds were clean, else the interval widened by them)"
-            if delayed else "")
-    claim.check(name, est.value, interval=(lo, hi), timed=True,
-                note=f"{est.label} over {est.rounds} interleaved rounds; {est.level * 100:.4g}% "
-                     f"{est.kind} [{lo:.3g}, {hi:.3g}]{load}")
+    note = (f"{est.label} over {est.rounds} interleaved rounds; {est.level * 100:.4g}% "
+            f"{est.kind} [{lo:.3g}, {hi:.3g}]")
+    if widened is not None:
+        note += (f"; decided from busy rounds ({est.quiet or 0} quiet, other work "
+                 f"{est.load:.2f} cores on average), widened by the figure's load "
+                 f"sensitivity ({widened.text}) to [{interval[0]:.3g}, {interval[1]:.3g}]")
+    elif est.quiet is not None and est.quiet < est.rounds:
+        note += f"; from the {est.quiet} quiet rounds"
+    if waited > 0.05:
+        note += f"; waited {waited:.1f} s for quiet moments"
+    load = {"cores": round(est.load, 3), "busy": est.busy, "rounds": est.rounds,
+            "quiet_rounds": est.quiet, "waited_s": round(waited, 2)}
+    if widened is not None:
+        load.update(widened=[widened.down, widened.up], source=widened.source,
+                    interval_before=[lo, hi])
+    claim.check(name, est.value, interval=interval, timed=True, load=load, note=note, unit=unit)
     return est
 
 

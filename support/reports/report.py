@@ -287,12 +287,50 @@ def terminal(tr, data: dict, paths: list[Path], history: Path | None = None) -> 
             tr.write_line(f"  {p[:400]}", red=True)
     if data.get("stale_expectations"):
         tr.write_line("expected, but did not occur in this run: " + ", ".join(data["stale_expectations"]))
+    for line in timing_lines(data):
+        tr.write_line(line)
     for line in notes_lines(data.get("notes") or {}):
         tr.write_line(line)
     for line in controls_lines(data):
         tr.write_line(line)
     tr.write_line(data_line(data["environment"]))
     tr.write_line("report: " + ", ".join(str(p) for p in paths))
+
+
+def undecided_timings(data: dict) -> list[tuple[str, str, dict]]:
+    """(claim, figure, its load reading) of every timing figure the run left undecided."""
+    out = []
+    for e in data["claims"]:
+        for v in e.get("variants", []):
+            for name, f in (v.get("figures") or {}).items():
+                if isinstance(f, dict) and f.get("outcome") == "undecided" and f.get("load"):
+                    label = f"{name} [{v['variant']}]" if v.get("variant") else name
+                    out.append((e["id"], label, f["load"]))
+    return out
+
+
+def timing_lines(data: dict) -> list[str]:
+    """What the machine did while the undecided timing figures were measured, and the one
+    command that reruns just their claims."""
+    found = undecided_timings(data)
+    if not found:
+        return []
+    lines = ["timing figures left undecided, and the machine's load during their trials "
+             "(cores other work kept busy):"]
+    for cid, name, load in found:
+        how = (f"busy: {load.get('quiet_rounds') or 0} of {load['rounds']} rounds quiet, "
+               f"other work {load['cores']:.2f} cores on average, interval widened by the "
+               f"figure's load sensitivity (x{load['widened'][0]:.3g} to x{load['widened'][1]:.3g})"
+               if load.get("busy") and load.get("widened") else
+               f"quiet ({load['rounds']} rounds, other work {load['cores']:.2f} cores on "
+               f"average): the figure itself sits at its line")
+        if load.get("waited_s"):
+            how += f"; waited {load['waited_s']:.1f} s for quiet moments"
+        lines.append(f"  {cid} {name}: {how}")
+    ids = sorted({cid for cid, _, _ in found})
+    lines.append("  rerun just these on a quieter machine: python -m pytest "
+                 + " ".join(f"--claim {c}" for c in ids))
+    return lines
 
 
 # the verdicts whose "holds" a control must back (a claim that fails or drifts needs none)
@@ -385,5 +423,7 @@ def run(command: str, args) -> int:
     for e in not_holding(data):
         print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 300)}")
     for line in kept_lines(data, kept_runs.evidence(data)):
+        print(line)
+    for line in timing_lines(data):
         print(line)
     return 0

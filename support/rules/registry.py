@@ -56,13 +56,20 @@ HEADER_FIELDS = {"document", "section", "part", "lines"}
 # a claim's entry; ``stated`` (the words the notes print) only where no figure holds them
 FIELDS = {"id", "source", "paraphrase", "stated", "kind", "tier", "version_note", "status",
           "reason", "applies", "meaning", "links", "figures", "requires", "fingerprint",
-          "control_reason", "positive_reason", "module"}
+          "control_reason", "positive_reason", "module", "threads"}
 MODULE_FIELDS = {"path", "why"}
+# a timing claim's threads: "one" (its tests run torch's intra-op threads and the OpenMP and
+# BLAS pools on one thread: the sentence does not depend on the thread count, and one thread
+# removes most of the hand-offs between threads that other work on the machine disturbs) or
+# "all" (the frameworks' own counts: the sentence is about parallel work, or the framework
+# fixes its pool once per process), with why
+THREADS = ("one", "all")
 # a figure's value read into a claim's prose (its ``meaning``), so that the words cannot
 # disagree with what decides: {bound:NAME} "> 1.5", {stated:NAME} "2.8", {band:NAME} the
 # stated figure's tolerance band "[1.4, 5.6]", {reach:KEY} a rounding reach "+- 0.11"
 PLACEHOLDER = re.compile(r"\{(bound|stated|band|reach):([^{}]+)\}")
-FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why", "fails_outside"}
+FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why", "fails_outside",
+                 "timed"}
 APPLIES_FIELDS = {"versions"}
 
 
@@ -97,6 +104,8 @@ class Claim:
     positive_reason: str = ""
     # another module that holds a test of it: { path = "claims/...py", why = "..." }
     module: dict = field(default_factory=dict)
+    # a timing claim's threads: { count = "one" | "all", why = "..." }
+    threads: dict = field(default_factory=dict)
 
     @property
     def test_module(self) -> str:
@@ -179,7 +188,10 @@ class Figure:
     a count of the dataset, exact arithmetic: "the default num_workers is 0"): outside its
     tolerance the claim fails instead of drifting, so a test need not assert it a second time.
     A figure that may move while the sentence stands (the number of equations in a jaxpr) is
-    left to drift."""
+    left to drift. ``timed = true`` marks a timing figure: it is measured by the timing method
+    (support.machine.timing), its interval widens by its own measured load sensitivity on a
+    busy machine (support.machine.sensitivity), and ``python -m support load-sensitivity``
+    measures that sensitivity."""
 
     claim: str
     name: str
@@ -189,6 +201,7 @@ class Figure:
     variant: str = ""
     reference: bool = False
     fails_outside: bool = False
+    timed: bool = False
 
     def tolerance(self):
         from support.rules import tolerances
@@ -269,7 +282,8 @@ def _figures(where: str, cid: str, raw, errors: list) -> dict:
             errors.append(f"{fw}: duplicate figure (same name and variant)")
         out.setdefault(f["name"], []).append(
             Figure(cid, f["name"], f.get("stated"), tol, bounds, f.get("variant", ""),
-                   bool(f.get("reference", False)), bool(f.get("fails_outside", False))))
+                   bool(f.get("reference", False)), bool(f.get("fails_outside", False)),
+                   bool(f.get("timed", False))))
     return out
 
 
@@ -384,6 +398,14 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
                               "\"...\" }} names another module that holds a test of it, and why")
             elif module and not (directory.parent / module["path"]).is_file():
                 errors.append(f"{where}: module {module['path']!r} does not exist")
+            threads = entry.get("threads", {})
+            if entry.get("kind") == "d" and status == "testable" and (
+                    not isinstance(threads, dict) or set(threads) != {"count", "why"}
+                    or threads.get("count") not in THREADS or not str(threads["why"]).strip()):
+                errors.append(f"{where}: a timing claim says which threads it is timed on: "
+                              f"threads = {{ count = \"one\" or \"all\", why = \"...\" }}")
+            elif threads and entry.get("kind") != "d":
+                errors.append(f"{where}: threads = ... is a timing claim's (kind d)")
             applies = entry.get("applies", {})
             if set(applies) - APPLIES_FIELDS:
                 errors.append(f"{where}: unknown applies field(s) {sorted(set(applies) - APPLIES_FIELDS)}")
