@@ -2,7 +2,8 @@
 
     python -m support load-sensitivity --runs 4
 
-Runs the timing claims (kind d: every claim with a ``timed`` figure) in fresh pytest sessions,
+Runs the timing claims (every claim with a ``timed`` figure the CPU decides) in fresh pytest
+sessions,
 idle, with one and with two CPU-bound processes beside them (stability's spinners, at the
 suite's own priority), ``--runs`` times each, the loads in a new order every repetition so
 that a drift of the machine falls on all of them. From each session's report it reads every
@@ -48,9 +49,11 @@ def arguments(command: str, p) -> None:
 
 
 def timing_claims(registry: dict) -> list[str]:
-    """The claims whose figures are timings: kind d, testable, with a ``timed`` figure."""
+    """The claims with a timing figure (``timed``) that the default run decides on the CPU:
+    testable, of the fast or slow tier, not an accelerator claim (kind e times on its device;
+    a CPU variant of one checks the measure only)."""
     return [c.id for c in registry.values()
-            if c.kind == "d" and c.status == "testable"
+            if c.status == "testable" and c.tier in ("fast", "slow") and c.kind != "e"
             and any(f.timed for f in c.all_figures())]
 
 
@@ -141,19 +144,20 @@ def run(command: str, args) -> int:
             print(f"run {r + 1}, {k} busy beside: {s['wall_s']} s, exit {s['exit']}, "
                   f"{len(s['figures'])} figures ({busy} from busy rounds)", flush=True)
     figures = summarise(sessions)
-    old = sensitivity.table(out).get("figures", {}) if args.claim else {}
-    data = {
-        "schema": 1,
-        "measured": {
-            "date": datetime.date.today().isoformat(),
-            "machine": environment.cpu_name(), "cores": environment.cores(),
-            "runs": args.runs, "loads": list(LOADS),
-            "command": "python -m support load-sensitivity " + " ".join(sys.argv[2:]),
-            "versions": environment.versions(),
-            "commit": environment.git_commit(),
-        },
-        "figures": {**old, **figures},
+    measured = {
+        "date": datetime.date.today().isoformat(),
+        "machine": environment.cpu_name(), "cores": environment.cores(),
+        "runs": args.runs, "loads": list(LOADS),
+        "command": "python -m support load-sensitivity " + " ".join(sys.argv[2:]),
+        "versions": environment.versions(),
+        "commit": environment.git_commit(),
     }
+    for e in figures.values():
+        e["measured"] = {k: measured[k] for k in ("date", "runs", "commit")}
+    old = sensitivity.table(out) if args.claim else {}
+    # a run of some claims replaces their entries and keeps the file's own description
+    data = {"schema": 1, "measured": old.get("measured", measured),
+            "figures": {**old.get("figures", {}), **figures}}
     Path(out).write_text(json.dumps(data, indent=1) + "\n")
     (args.keep / "sessions.json").write_text(json.dumps(sessions, indent=1))
     width = max(map(len, figures), default=10)

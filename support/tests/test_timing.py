@@ -233,24 +233,26 @@ def test_a_figure_without_a_measured_sensitivity_takes_the_largest_measured(tmp_
 
 
 def test_every_timing_figure_has_its_measured_load_sensitivity():
-    """Each timed figure of a timing claim (kind d) that runs on the CPU has its entry in
+    """Each timed figure of a claim the default run decides on the CPU has its entry in
     support/resources/load_sensitivity.json, at each load the file measured: a busy
     machine widens it by what load did to it, not by another figure's worst case."""
+    from support.harness.load_sensitivity import timing_claims
     from support.machine import sensitivity
     from support.rules.registry import load_registry
     table = sensitivity.table(sensitivity.FILE)
     figures = table.get("figures", {})
     assert table.get("measured", {}).get("cores"), "the file says on what machine it was measured"
+    registry = load_registry()
+    claims = timing_claims(registry)
+    assert {"AD-01", "JIT-18", "DATA-03", "TAPE-12"} <= set(claims)
     missing = []
-    for c in load_registry().values():
-        if c.kind != "d" or c.status != "testable":
-            continue
-        for f in c.all_figures():
+    for cid in claims:
+        for f in registry[cid].all_figures():
             if not f.timed:
                 continue
-            keys = [k for k in figures if k.startswith(sensitivity.key(c.id, f.name))]
+            keys = [k for k in figures if k.startswith(sensitivity.key(cid, f.name))]
             if not keys or not all(figures[k].get("points") for k in keys):
-                missing.append(sensitivity.key(c.id, f.name))
+                missing.append(sensitivity.key(cid, f.name))
     assert not missing, ("timing figures without a measured load sensitivity (python -m "
                          f"support load-sensitivity --claim ID): {missing}")
 
@@ -529,3 +531,23 @@ def test_the_median_of_independent_estimates_resamples_each_replicate():
     assert lo >= 0.8 * 0.9 and hi <= 1.6 * 1.1   # still bracketed by the other two
     with pytest.raises(ValueError, match="numbers of replicates"):
         median_of([ests[0], Estimate("d", 1.0, np.ones(10), 3)])
+
+
+def test_the_report_names_the_load_behind_each_undecided_timing_and_how_to_rerun_them():
+    from support.reports.report import timing_lines
+    figure = {"value": 1.2, "outcome": "undecided", "interval": [0.9, 1.6], "timed": True,
+              "load": {"cores": 0.98, "busy": True, "rounds": 12, "quiet_rounds": 2,
+                       "waited_s": 1.5, "widened": [0.8, 1.1]}}
+    data = {"claims": [
+        {"id": "JIT-16", "variants": [{"variant": "", "figures": {"eager/jit": figure}}]},
+        {"id": "AD-01", "variants": [{"variant": "torch", "figures": {
+            "(forward+backward)/forward": dict(figure, outcome="within")}}]},
+        {"id": "TAPE-07", "variants": [{"variant": "", "figures": {"ratio": {"value": 2.0}}}]},
+    ]}
+    lines = timing_lines(data)
+    assert any("JIT-16 eager/jit: busy: 2 of 12 rounds quiet, other work 0.98 cores" in ln
+               and "x0.8 to x1.1" in ln and "waited 1.5 s" in ln for ln in lines)
+    assert not any("AD-01" in ln for ln in lines)             # decided: not listed
+    assert lines[-1].strip() == ("rerun just these on a quieter machine: "
+                                 "python -m pytest --claim JIT-16")
+    assert timing_lines({"claims": data["claims"][1:]}) == []
