@@ -99,8 +99,8 @@ def summarise(sessions: list[dict]) -> dict:
                 e["loaded"].setdefault(str(s["k"]), []).append([round(f["load"], 3),
                                                                 round(f["value"], 6)])
     for e in per.values():
-        e["points"] = [factors(e["idle"], pts) for k, pts in sorted(e["loaded"].items())
-                       if e["idle"] and pts]
+        e["points"] = [dict(factors(e["idle"], pts), beside=int(k))
+                       for k, pts in sorted(e["loaded"].items()) if e["idle"] and pts]
     return per
 
 
