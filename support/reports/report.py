@@ -75,6 +75,8 @@ def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict
         entry["meaning"] = c.reading
     if c.links:
         entry["links"] = c.links
+    if c.machine:
+        entry["machine"] = list(c.machine)
     if recs:
         missing = missing_requirements(c, recs)
         v, why = verdicts.claim_verdict(recs, missing)
