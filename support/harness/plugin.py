@@ -316,6 +316,7 @@ def pytest_sessionfinish(session, exitstatus):
         data["environment"]["concrete_data"] = config.stash[DATA_SOURCE]
     data["notes"] = _notes_check(config, state.registry)
     out = report_dir(config)
+    data["selection"] = _selection(config)
     previous = out / "controls" / "controls.json"
     if previous.is_file() and not config.getoption("--control") \
             and not config.getoption("--controls"):
@@ -330,6 +331,25 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def _notes_check(config, registry) -> dict:
+def _selection(config) -> dict:
+    """What this run selected: its tiers (and the default ones), and anything that narrowed
+    them (--claim, -k, -m, test paths, --lf). A run that narrows leaves claims not run; the
+    report, ``keep``, ``diff`` and the errata say so (support.reports.runs.selection)."""
+    # test paths named on the command line, other than the default ones (pytest's testpaths)
+    testpaths = {str((Path(config.rootpath) / p).resolve()) for p in config.getini("testpaths")}
+    named = getattr(config, "args_source", None) == pytest.Config.ArgsSource.ARGS
+    given = [a for a in config.args if named
+             and str(Path(config.invocation_params.dir, a).resolve()) not in testpaths]
+    default = [t.strip() for t in config.getini("claims_tiers").split(",") if t.strip()]
+    return {"tiers": [t for t in reg.TIERS if t in _tiers(config)],
+            "default_tiers": [t for t in reg.TIERS if t in default],
+            "claims": sorted(config.getoption("--claim") or []),
+            "keyword": config.getoption("keyword") or "",
+            "markexpr": config.getoption("markexpr") or "",
+            "paths": given,
+            "last_failed": bool(config.getoption("lf", False))}
+
+
     """Where each claim's sentence is in the notes given (--notes), and which changed."""
     from support.notes import locate as notes
     paths = [Path(p) for p in config.getoption("--notes")] or notes.default_paths(
