@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from support.harness import shutdown
 from support.harness.recorder import ClaimRecorder, NotApplicable
 from support.harness.session import (CONTROL, CONTROL_PARAM, DATA_SOURCE, RECORD_KEY, STATE,
                                      ClaimsState, claim_ids, report_dir, state as _state,
@@ -315,8 +316,8 @@ def pytest_sessionfinish(session, exitstatus):
     if DATA_SOURCE in config.stash:
         data["environment"]["concrete_data"] = config.stash[DATA_SOURCE]
     data["notes"] = _notes_check(config, state.registry)
-    out = report_dir(config)
     data["selection"] = _selection(config)
+    out = report_dir(config)
     previous = out / "controls" / "controls.json"
     if previous.is_file() and not config.getoption("--control") \
             and not config.getoption("--controls"):
@@ -330,7 +331,6 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def _notes_check(config, registry) -> dict:
 def _selection(config) -> dict:
     """What this run selected: its tiers (and the default ones), and anything that narrowed
     them (--claim, -k, -m, test paths, --lf). A run that narrows leaves claims not run; the
@@ -350,6 +350,7 @@ def _selection(config) -> dict:
             "last_failed": bool(config.getoption("lf", False))}
 
 
+def _notes_check(config, registry) -> dict:
     """Where each claim's sentence is in the notes given (--notes), and which changed."""
     from support.notes import locate as notes
     paths = [Path(p) for p in config.getoption("--notes")] or notes.default_paths(
@@ -362,6 +363,13 @@ def _selection(config) -> dict:
     moved = [loc.as_json() for loc in locs if loc.status == "moved"]
     return {"paths": [str(p) for p in paths], "checked": True, "located":
             sum(loc.found for loc in locs), "changed": changed, "moved": moved}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # the last word of every process of the run (xdist's workers too): the frameworks'
+    # shutdown reports that follow it are dropped (support/harness/shutdown.py)
+    shutdown.quiet()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
