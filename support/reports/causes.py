@@ -5,11 +5,12 @@ differs between the two runs that explains it, from the evidence the two reports
 the suite at their two commits (support/reports/revisions.py). In this order:
 
 1. **the suite**: the rule a figure was judged by differs between the reports (its entry's
-   stated value, tolerance or bounds, or the tolerance table), the test records other
-   figures, the claim's entry, known failures or test changed between the two commits, or
-   the same variants and outcomes give another verdict (the verdict rules). Which one is
-   said. A change in the test alone is weighed after a release (4.): a test the suite
-   rewrote over many commits usually measures what it measured, and both are said.
+   stated value, tolerance or bounds, or the tolerance table), the entry's fields that
+   decide this kind of change differ (its kind, the variants it requires, where it applies),
+   the test records other figures, the same variants and outcomes give another verdict (the
+   verdict rules), or its known failures changed between the two commits. Which one is
+   said. A change in the test's code alone is weighed after a release (4.): a test the
+   suite rewrote over many commits usually measures what it measured, and both are said.
 2. **the machine**: a fact of the machine differs (the CPU, its vector level, NumPy's argsort
    dispatch, the BLAS kernels, the cores, the accelerators: support/machine/fingerprint.py,
    ``MACHINE``) and the claim is known to follow it: its entry says so (``machine = [...]``,
