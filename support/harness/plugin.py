@@ -365,11 +365,10 @@ def _notes_check(config, registry) -> dict:
             sum(loc.found for loc in locs), "changed": changed, "moved": moved}
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    # the last word of every process of the run (xdist's workers too): the frameworks'
-    # shutdown reports that follow it are dropped (support/harness/shutdown.py)
-    shutdown.quiet()
+    # every process of the run (xdist's workers too) drops the frameworks' shutdown reports
+    # that follow its exit (support/harness/shutdown.py)
+    shutdown.arm()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
