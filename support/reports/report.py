@@ -199,6 +199,9 @@ def kept_lines(data: dict, kept: dict) -> list[str]:
     return out
 
 
+SHOWN = 12          # a partial run's claims that did not hold in the last full run, listed
+
+
 def selection_lines(data: dict, kept: dict) -> list[str]:
     """What a partial run left out, and the last verdicts of those claims in the newest kept
     full run that ran them (never as this run's): nothing for a full run."""
@@ -215,9 +218,11 @@ def selection_lines(data: dict, kept: dict) -> list[str]:
                + ", ".join(f"{v} {n}" for v, n in counts.items() if n)
                + (f"; {len(sel.not_run) - len(last)} in none" if len(last) < len(sel.not_run)
                   else ""))
-    for cid, k in sorted(last.items()):
-        if k.verdict in verdicts.NOT_HOLDING:
-            out.append(f"  {cid:<9} {k.text()}")
+    bad = [(cid, k) for cid, k in sorted(last.items()) if k.verdict in verdicts.NOT_HOLDING]
+    out += [f"  {cid:<9} {k.text()}" for cid, k in bad[:SHOWN]]
+    if len(bad) > SHOWN:
+        out.append(f"  and {len(bad) - SHOWN} more that did not hold there (claims.md lists "
+                   "every claim with its last kept verdict)")
     return out
 
 
