@@ -56,7 +56,7 @@ def _figures(report: dict, want: bool) -> tuple[dict, dict, str]:
         return {}, {}, "figures not drawn (--no-figures)"
     if importlib.util.find_spec("matplotlib") is None:     # an optional extra
         return {}, {}, ("figures not drawn: matplotlib is not installed "
-                        "(pip install -e '.[figures]')")
+                        "(python -m pip install matplotlib)")
     from support.reports import figures
     drawn = figures.draw_all([("this run", report, [])])
     figs = {f["name"]: {"title": f["title"], "note": f["note"],
