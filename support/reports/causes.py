@@ -260,12 +260,16 @@ def attribute(row: dict, ctx: Context) -> Cause:
             f"{ctx.caveat}" if suite.tests else
             f"; its test cannot be compared ({ctx.unreadable})" if ctx.unreadable else "")
     if ctx.releases:
+        # the packages the test's own code imports first; where it names none (it measures
+        # through the suite's helpers), every one that differs
         used = revisions.packages(ctx.revisions[1], cn.get("tests", []))
         mine = [r for r in ctx.releases if r.split()[0] in used]
+        if not [r for r in mine if not r.startswith("Python ")]:
+            mine = ctx.releases
         rest = len(ctx.releases) - len(mine)
-        named = ", ".join(mine) + (f" (and {rest} other package{'s' if rest > 1 else ''})"
-                                   if mine and rest else "")
-        return Cause("release", (named or ", ".join(ctx.releases)) + also)
+        return Cause("release", ", ".join(mine) + (f" (and {rest} other package"
+                                                   f"{'s' if rest > 1 else ''})" if rest else "")
+                     + also)
     # 4. the suite's test alone
     if suite.tests:
         return Cause("suite", f"its test changed between the commits "
