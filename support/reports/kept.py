@@ -4,7 +4,8 @@
   run, may have a verdict in a run kept from a machine that has the accelerator (the GPU
   runner's folder, kept with ``python -m support keep``).
 * A claim this run did not select (a fast-tier run leaves the slow tier not run) has its
-  last verdict in the newest kept *full* run (every default tier) that ran it.
+  last verdict in the newest kept *full* run (every default tier) that ran it, of the same
+  releases (Python, torch, JAX, scikit-learn) where one is kept.
 
 That verdict is shown beside this run's, never as it: labelled with the kept run, its
 device, its versions and its date ("holds on NVIDIA H200 with torch 2.13.0+cu128 (CUDA
@@ -107,10 +108,18 @@ def _frameworks(env: dict) -> str:
                      if v.get(k)) or "?"
 
 
+def _release(env: dict) -> tuple:
+    """The Python and the frameworks' versions of a run: what makes two runs' verdicts the
+    same releases'."""
+    v = env.get("versions") or {}
+    return env.get("python"), v.get("torch"), v.get("jax"), v.get("scikit-learn")
+
+
 def evidence(report: dict, history: Path | None = None) -> dict[str, Kept]:
     """{claim id: a kept run's verdict} for the claims of ``report`` that skipped here or are
     partial (``SPEAKS_FOR``: the newest kept verdict on an accelerator), and those it did not
-    select (``NOT_SELECTED``: the newest kept full run's verdict)."""
+    select (``NOT_SELECTED``: the newest kept full run's verdict, one of the same releases
+    where one is kept)."""
     history = Path(history) if history is not None else HISTORY
     verdict_of = {c["id"]: c.get("verdict") for c in report.get("claims", [])}
     on_device = {cid for cid, v in verdict_of.items() if v in SPEAKS_FOR}
@@ -118,7 +127,12 @@ def evidence(report: dict, history: Path | None = None) -> dict[str, Kept]:
     if not (on_device or unselected) or not history.is_dir():
         return {}
     out: dict[str, Kept] = {}
-    for folder, date, data in _runs(history):
+    mine = _release(report.get("environment") or {})
+    # newest first; for the claims not selected, the full runs of this run's releases first
+    # (a fast-tier run of the newest releases reads the last full run of those releases)
+    ordered = sorted(_runs(history), key=lambda r: _release(r[2].get("environment") or {})
+                     != mine)
+    for folder, date, data in ordered:
         accelerated = bool(_accelerators(data))
         full = unselected and selection(data).full
         if not (accelerated and on_device) and not full:
