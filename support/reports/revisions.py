@@ -192,8 +192,7 @@ def packages(rev: Revision, nodeids) -> set[str]:
                               for a in n.names})
             elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
                 alias.update({a.asname or a.name: n.module.split(".")[0] for a in n.names})
-        used = {x.id for x in ast.walk(ast.parse(rev._function(path, name) and
-                                                 _source(tree, name, rev, path) or ""))
+        used = {x.id for x in ast.walk(ast.parse(_source(tree, name)))
                 if isinstance(x, ast.Name)}
         for u in used:
             top = alias.get(u)
@@ -202,7 +201,7 @@ def packages(rev: Revision, nodeids) -> set[str]:
     return out
 
 
-def _source(tree: ast.Module, name: str, rev: Revision, path: str) -> str:
+def _source(tree: ast.Module, name: str) -> str:
     """The source of a test function and the module-level definitions it names."""
     top = {n.name: n for n in tree.body
            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
