@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from support.harness import shutdown
 from support.harness.recorder import ClaimRecorder, NotApplicable
 from support.harness.session import (CONTROL, CONTROL_PARAM, DATA_SOURCE, RECORD_KEY, STATE,
                                      ClaimsState, claim_ids, report_dir, state as _state,
@@ -315,6 +316,7 @@ def pytest_sessionfinish(session, exitstatus):
     if DATA_SOURCE in config.stash:
         data["environment"]["concrete_data"] = config.stash[DATA_SOURCE]
     data["notes"] = _notes_check(config, state.registry)
+    data["selection"] = _selection(config)
     out = report_dir(config)
     previous = out / "controls" / "controls.json"
     if previous.is_file() and not config.getoption("--control") \
@@ -327,6 +329,25 @@ def pytest_sessionfinish(session, exitstatus):
     config.stash[_summary_key] = (data, paths)
     if devices.REQUIRED and data["summary"].get("partial"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _selection(config) -> dict:
+    """What this run selected: its tiers (and the default ones), and anything that narrowed
+    them (--claim, -k, -m, test paths, --lf). A run that narrows leaves claims not run; the
+    report, ``keep``, ``diff`` and the errata say so (support.reports.runs.selection)."""
+    # test paths named on the command line, other than the default ones (pytest's testpaths)
+    testpaths = {str((Path(config.rootpath) / p).resolve()) for p in config.getini("testpaths")}
+    named = getattr(config, "args_source", None) == pytest.Config.ArgsSource.ARGS
+    given = [a for a in config.args if named
+             and str(Path(config.invocation_params.dir, a).resolve()) not in testpaths]
+    default = [t.strip() for t in config.getini("claims_tiers").split(",") if t.strip()]
+    return {"tiers": [t for t in reg.TIERS if t in _tiers(config)],
+            "default_tiers": [t for t in reg.TIERS if t in default],
+            "claims": sorted(config.getoption("--claim") or []),
+            "keyword": config.getoption("keyword") or "",
+            "markexpr": config.getoption("markexpr") or "",
+            "paths": given,
+            "last_failed": bool(config.getoption("lf", False))}
 
 
 def _notes_check(config, registry) -> dict:
@@ -342,6 +363,12 @@ def _notes_check(config, registry) -> dict:
     moved = [loc.as_json() for loc in locs if loc.status == "moved"]
     return {"paths": [str(p) for p in paths], "checked": True, "located":
             sum(loc.found for loc in locs), "changed": changed, "moved": moved}
+
+
+def pytest_unconfigure(config):
+    # every process of the run (xdist's workers too) drops the frameworks' shutdown reports
+    # that follow its exit (support/harness/shutdown.py)
+    shutdown.arm()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -27,8 +27,6 @@ import functools
 import platform
 from dataclasses import dataclass
 
-import pytest
-
 from support.machine.environment import version
 
 @dataclass(frozen=True)
@@ -174,6 +172,7 @@ def fingerprint(device: str) -> dict:
 # --------------------------------------------------------------------------- parametrisation
 def needs(*devs: str):
     """Mark a test as needing every device in ``devs`` (skipped with the reason if absent)."""
+    import pytest      # here, not at the top: reading reports (diff, keep, notes) needs no pytest
     return getattr(pytest.mark, MARK)(*devs)
 
 
@@ -189,6 +188,7 @@ def params(*devs: str):
 
     Absent devices stay in the list (so the report shows them as skipped with the reason,
     and ``--require-device`` can turn that into an error)."""
+    import pytest
     return [pytest.param(d, id=d, marks=needs(d)) for d in devs]
 
 

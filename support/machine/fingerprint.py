@@ -1,6 +1,8 @@
 """The fingerprint of the environment a run measured: it goes into every claims.json so
 that reports from other machines and versions can be put side by side. Built from the
-probes of support/machine/environment.py and the device table."""
+probes of support/machine/environment.py and the device table. The facts of the machine a
+claim's figures can follow (``MACHINE``: its CPU, vector level, NumPy's argsort dispatch, BLAS
+kernels, cores, accelerators) are read back from a fingerprint here too."""
 from __future__ import annotations
 
 import os
@@ -44,3 +46,44 @@ def label(env: dict) -> str:
     parts = [f"torch{v.get('torch', '-')}", f"jax{v.get('jax', '-')}"]
     parts.append("+".join(sorted(set(acc))) or "cpu")
     return "-".join(parts).replace("+cpu", "")
+
+
+# --------------------------------------------------------------------------- its facts
+def accelerators(env: dict) -> str:
+    acc = [f"{d.get('type')}: {d.get('name')}" for d in env.get("devices", [])
+           if d.get("type") not in ("cpu", None)]
+    return "; ".join(acc) or "cpu only"
+
+
+def simd(env: dict) -> str:
+    """The CPU's vector level as NumPy's dispatch sees it: the highest x86-64 level (X86_V4
+    is AVX-512), or the features themselves elsewhere ("" where not recorded)."""
+    features = (env.get("cpu_dispatch") or {}).get("features") or []
+    levels = [f for f in ("X86_V4", "X86_V3", "X86_V2") if f in features]
+    if levels:
+        return levels[0] + (" (AVX-512)" if levels[0] == "X86_V4" else "")
+    return " ".join(features)
+
+
+def blas_kernels(env: dict) -> str:
+    """The BLAS libraries and the CPU kernel each chose ("openblas Haswell")."""
+    return "; ".join(" ".join(str(lib[k]) for k in ("internal_api", "architecture") if lib.get(k))
+                     for lib in env.get("blas") or [] if lib.get("user_api") == "blas")
+
+
+# the machine's facts a claim's figures can follow (a registry entry's ``machine``), each
+# read from a fingerprint: (name, reader)
+MACHINE = (
+    ("cpu", lambda env: str(env.get("cpu") or "")),
+    ("cores", lambda env: str((env.get("threads") or {}).get("cpu_count") or "")),
+    ("cpu vector level", simd),
+    ("numpy argsort (int64)", lambda env: str((env.get("cpu_dispatch") or {}).get("argsort_int64") or "")),
+    ("blas kernels", blas_kernels),
+    ("accelerators", accelerators),
+)
+
+
+def machine_facts(env: dict) -> dict[str, str]:
+    """{fact: value} of the machine a fingerprint describes (MACHINE); "" where it does not
+    record it (an older report)."""
+    return {name: read(env) for name, read in MACHINE}

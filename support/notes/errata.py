@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from support.reports.report import plain
+from support.reports.runs import selection
 from support.rules import tolerances
 from support.rules.expectations import Erratum, Expectation, Span, erratum_of
 from support.rules.formatting import fmt, md_cell
@@ -423,41 +424,88 @@ def _cells(e: Entry) -> list[str]:
 
 def markdown(report: dict, corrs: list[Correction], files: dict | None = None,
              kept: dict | None = None, locations: dict | None = None,
-             patched: dict | None = None) -> str:
+             patched: dict | None = None, earlier: list[Correction] | None = None) -> str:
     """errata.md. ``files``: {document: file name}; ``kept``: {id: kept_runs.Kept};
-    ``patched``: {document: patch file name} where a patch was written."""
+    ``patched``: {document: patch file name} where a patch was written; ``earlier``: the
+    corrections a kept full run found of sentences this (partial) run did not check."""
     files, kept, locations, patched = files or {}, kept or {}, locations or {}, patched or {}
     env = report.get("environment", {})
     rows = entries(corrs)
     names = ", ".join(f"`{files[d]}`" for d in files) or "the notes"
     verdict_of = {c.id: c.claim["verdict"] for c in corrs}
+    sel = selection(report)
     lines = [f"# Errata: {names}", "",
-             f"Measured with {environment_text(env)}.", "",
-             f"{len(rows)} sentence(s) to correct ({list(verdict_of.values()).count('fails')} "
-             f"claims fail, {list(verdict_of.values()).count('drift')} drift)"
-             + (". " + " ".join(f"`{p}` applies the corrections to `{files.get(d, d)}` "
-                                f"(`patch -p1 < {p}` or `git apply {p}` beside it)."
-                                for d, p in patched.items()) if patched else ".") + "", ""]
+             f"Measured with {environment_text(env)}.", ""]
+    if not sel.full:
+        lines += [f"**This is {sel.text()}**: the sentences of those claims were not checked; "
+                  "they are listed at the end, with what the last kept full run found of "
+                  "them.", ""]
+    lines += [f"{len(rows)} sentence(s) to correct ({list(verdict_of.values()).count('fails')} "
+              f"claims fail, {list(verdict_of.values()).count('drift')} drift)"
+              + (". " + " ".join(f"`{p}` applies the corrections to `{files.get(d, d)}` "
+                                 f"(`patch -p1 < {p}` or `git apply {p}` beside it)."
+                                 for d, p in patched.items()) if patched else ".") + "", ""]
+    lines += _tables(rows, files)
+    if not rows:
+        lines += ["Nothing to correct: no claim fails or drifts.", ""]
+    lines += undecided(report, kept, locations, files)
+    lines += not_run(report, kept, locations, files, earlier or [])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _tables(rows: list[Entry], files: dict, level: str = "##", run: dict | None = None) -> list[str]:
+    """One table per document of the sentences to correct, then why; ``run``: {id: the kept
+    run a row comes from}, a column of its own."""
+    out = []
     for doc in dict.fromkeys([*files, *(e.document for e in rows)]):
         mine = [e for e in rows if e.document == doc]
         if not mine:
             continue
-        lines += [f"## {files.get(doc, doc)}", "",
-                  "| line | claim | the notes say | suggested correction | what was found | measured |",
-                  "|---|---|---|---|---|---|"]
-        lines += ["| " + " | ".join(md_cell(x) for x in _cells(e)) + " |" for e in mine]
-        lines += ["", "Why:", ""]
-        lines += [f"* **{c.id}** (line {c.line or '?'}, {c.verdict}): {md_cell(c.why())}"
-                  for e in mine for c in e.corrections]
-        lines.append("")
-    if not rows:
-        lines += ["Nothing to correct: no claim fails or drifts.", ""]
-    lines += undecided(report, kept, locations, files)
-    return "\n".join(lines).rstrip() + "\n"
+        extra = " kept run |" if run else ""
+        out += [f"{level} {files.get(doc, doc)}", "",
+                "| line | claim | the notes say | suggested correction | what was found | measured |"
+                + extra, "|---|---|---|---|---|---|" + ("---|" if run else "")]
+        out += ["| " + " | ".join(md_cell(x) for x in _cells(e) + (
+            ["<br>".join(dict.fromkeys(run.get(c.id, "") for c in e.corrections))] if run else []))
+            + " |" for e in mine]
+        out += ["", "Why:", ""]
+        out += [f"* **{c.id}** (line {c.line or '?'}, {c.verdict}): {md_cell(c.why())}"
+                for e in mine for c in e.corrections]
+        out.append("")
+    return out
+
+
+def not_run(report: dict, kept: dict, locations: dict, files: dict,
+            earlier: list[Correction]) -> list[str]:
+    """A partial run's claims that it did not select: the sentences a kept full run found
+    wrong (with that run's correction, not in this run's patch), then every one of them with
+    its last kept verdict."""
+    sel = selection(report)
+    if sel.full or not sel.not_run:
+        return []
+    last = {cid: k for cid, k in kept.items() if k.why == "not run"}
+    out = [f"## Not run in this run ({len(sel.not_run)} claims)", "",
+           f"This is {sel.text()}. Their verdicts below are the last kept full run's, not this "
+           "run's; run every default tier to check them.", ""]
+    if earlier:
+        out += ["### Sentences the last kept full run found wrong", "",
+                "Not checked by this run, and not in its patch.", ""]
+        out += _tables(entries(earlier), files, "####",
+                       {c.id: last[c.id].text() for c in earlier if c.id in last})
+    out += ["### Every claim not run", "", "| where | claim | last kept verdict |", "|---|---|---|"]
+    for cid in sel.not_run:
+        loc = locations.get(cid)
+        c = next((x for x in report.get("claims", []) if x["id"] == cid), {})
+        where = (f"{files.get(c.get('document'), c.get('document'))} line {loc.line}"
+                 if loc is not None and loc.line else c.get("source", ""))
+        out.append("| " + " | ".join(md_cell(x) for x in (
+            where, cid, last[cid].text() if cid in last else "none kept")) + " |")
+    return out + [""]
 
 
 def undecided(report: dict, kept: dict, locations: dict, files: dict) -> list[str]:
     """The claims this run could not decide, and those a kept run decided for it."""
+    kept = {cid: k for cid, k in kept.items() if k.why == "accelerator"}
     rows = [c for c in report.get("claims", [])
             if c.get("verdict") in UNDECIDED or c["id"] in kept]
     if not rows:

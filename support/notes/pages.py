@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 from support.notes import errata, locate as notes_mod, tex
-from support.reports import kept as kept_runs
+from support.reports import kept as kept_runs, runs
 from support.reports.report import control_text, reason_text
 from support.rules import verdicts
 from support.rules.expectations import load_expectations
@@ -51,11 +53,11 @@ def figure_claims() -> dict[str, list[str]]:
 def _figures(report: dict, want: bool) -> tuple[dict, dict, str]:
     """({figure name: {title, uri, note}}, {claim: [figure names]}, why none)."""
     if not want:
-        return {}, {}, "figures not requested"
-    try:
-        from support.reports import figures
-    except ImportError as exc:   # matplotlib is an optional extra
-        return {}, {}, f"figures not drawn: {exc} (pip install -e '.[figures]')"
+        return {}, {}, "figures not drawn (--no-figures)"
+    if importlib.util.find_spec("matplotlib") is None:     # an optional extra
+        return {}, {}, ("figures not drawn: matplotlib is not installed "
+                        "(python -m pip install matplotlib)")
+    from support.reports import figures
     drawn = figures.draw_all([("this run", report, [])])
     figs = {f["name"]: {"title": f["title"], "note": f["note"],
                         "uri": "data:image/png;base64," + base64.b64encode(f["png"]).decode()}
@@ -116,7 +118,9 @@ def detail(c: dict, loc, figs: dict, fig_ids: list[str], corrs: list | None = No
         f"<p>{_e(c.get('paraphrase', ''))}</p>",
         f"<p class='m'>{_e(c.get('section', ''))} · source {_e(c.get('source', ''))} · "
         f"sentence {_e(where)} · kind {_e(c.get('kind', ''))} · tier {_e(c.get('tier', ''))}</p>",
-        f"<p class='kept'><b>kept run:</b> {_e(kept.text())} (not this run's verdict)</p>"
+        (f"<p class='kept'><b>not run in this run; its last verdict, in a kept full run:</b> "
+         f"{_e(kept.text())}</p>" if kept.why == "not run" else
+         f"<p class='kept'><b>kept run:</b> {_e(kept.text())} (not this run's verdict)</p>")
         if kept else "",
         (f"<p class='control'><b>negative control:</b>{_e(control_text(c))}</p>"
          if control_text(c) else ""),
@@ -158,7 +162,8 @@ def _marks(text: str, sentences: list, marked: dict[int, list[tuple[dict, object
             f"data-open='{int(c.get('verdict') in verdicts.NOT_HOLDING)}' "
             f"style='--c:{verdicts.COLOURS.get(c.get('verdict'), '#999')}'>{_e(c['id'])}</a>"
             + (f"<span class='kept-run' data-id='{_e(c['id'])}' title='{_e(kept[c['id']].text())}'"
-               f" style='--c:{verdicts.COLOURS.get(kept[c['id']].verdict, '#999')}'>kept run: "
+               f" style='--c:{verdicts.COLOURS.get(kept[c['id']].verdict, '#999')}'>"
+               f"{'last full run' if kept[c['id']].why == 'not run' else 'kept run'}: "
                f"{_e(kept[c['id']].verdict)}</span>" if c["id"] in kept else "")
             for c, loc in claims)
         out.append(_gap(text, pos, s.start, stray))
@@ -208,12 +213,16 @@ def _bar(report: dict, located: int, total: int, statuses: dict, name: str) -> s
                            if kv[0] in verdicts.ORDER else 99) if n)
     st = ", ".join(f"{k} {n}" for k, n in statuses.items() if n)
     no_math = tex.missing()
+    sel = runs.selection(report)
+    partial = ("" if sel.full else
+               f" <span class='m' id='partial'><b>{_e(sel.text())}</b>: their sentences show "
+               "the last verdict of a kept full run, dashed, where one exists</span>")
     return (f"<div id='bar'><div class='counts'>{counts}</div>"
             "<label><input type='checkbox' id='only-open'> only what does not hold ("
             f"{', '.join(verdicts.NOT_HOLDING)})</label> <span class='m'>{_e(name)}: {located} of "
             f"{total} claims located ({_e(st)})</span>"
             + (f" <span class='m' id='no-math'>{_e(no_math)}</span>" if no_math else "")
-            + "</div>")
+            + partial + "</div>")
 
 
 CSS = """
@@ -348,6 +357,13 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
     for corr in corrs:
         by_id.setdefault(corr.id, []).append(corr)
     kept = kept_runs.evidence(report, history)
+    # the sentences this run did not check that the last kept full run found wrong
+    earlier: list = []
+    for run in dict.fromkeys(k.run for k in kept.values() if k.why == "not run"):
+        mine = [k for k in kept.values() if k.run == run and k.why == "not run"]
+        earlier += errata.corrections({"environment": mine[0].env,
+                                       "claims": [k.claim for k in mine]}, docs, locs,
+                                      expectations)
     figs, fig_of, why_no_figs = _figures(report, figures)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -375,8 +391,8 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
             if diff:
                 (out / f"{doc}.patch").write_text(diff, encoding="utf-8")
                 patched[doc] = f"{doc}.patch"
-    (out / "errata.md").write_text(errata.markdown(report, corrs, files, kept, locs, patched),
-                                   encoding="utf-8")
+    (out / "errata.md").write_text(errata.markdown(report, corrs, files, kept, locs, patched,
+                                                   earlier), encoding="utf-8")
     summary = {d: {s: sum(1 for loc in locs.values() if loc.document == d and loc.status == s)
                    for s in notes_mod.STATUSES} for d in docs}
     (out / "notes.json").write_text(json.dumps({
@@ -385,17 +401,24 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
                    for loc in locs.values()]}, indent=1), encoding="utf-8")
     return {"pages": written, "errata": out / "errata.md", "notes": out / "notes.json",
             "patches": [out / p for p in patched.values()], "patch_problems": problems,
-            "corrections": corrs, "kept": kept, "locations": locs, "summary": summary,
+            "corrections": corrs, "kept": kept, "earlier": earlier, "locations": locs,
+            "summary": summary,
             "misquoted": errata.misquoted(expectations, registry, docs),
             "figures": why_no_figs or len(figs)}
 
 
 def arguments(command: str, parser) -> None:
-    parser.add_argument("report", type=Path, help="a claims.json")
-    parser.add_argument("--notes", action="append", required=True, metavar="PATH",
-                        help="a notes file, plain text or Markdown (repeat; lecture=PATH names it)")
-    parser.add_argument("-o", "--out", type=Path, default=Path("reports/notes"))
-    parser.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
+    parser.add_argument("report", type=Path,
+                        help="a run: its claims.json, or the folder that holds it (a tox env's "
+                             "reports/<env>/, a claims/history/<run>/)")
+    parser.add_argument("--notes", action="append", metavar="PATH",
+                        help="a notes file, plain text or Markdown (repeat; lecture=PATH names "
+                             "it); default: the files the run located its sentences in, as its "
+                             "report records them, else ../shared/notes beside the checkout")
+    parser.add_argument("-o", "--out", type=Path, default=None,
+                        help="where the pages go (default: notes/ beside the report)")
+    parser.add_argument("--no-figures", action="store_true",
+                        help="skip the redrawn figures (drawn only where matplotlib is installed)")
     parser.add_argument("--patch", action="store_true",
                         help="also write <document>.patch: the suggested corrections as a "
                              "unified diff of each notes file (patch -p1 or git apply beside it)")
@@ -403,10 +426,61 @@ def arguments(command: str, parser) -> None:
                         help="where kept runs are (default claims/history)")
 
 
+class NotesError(ValueError):
+    """An input the command cannot use, said in one line."""
+
+
+def read_report(path: Path) -> tuple[dict, Path]:
+    """(the report, its file) from a claims.json or the folder that holds it."""
+    file = path / "claims.json" if path.is_dir() else path
+    if not file.is_file():
+        raise NotesError(f"{path}: no such file" if not path.exists() else
+                         f"{path}: holds no claims.json (tox writes reports/<env>/claims.json)")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NotesError(f"{file}: not readable as JSON ({exc})") from None
+    if not isinstance(data, dict) or "claims" not in data:
+        raise NotesError(f"{file}: not a claims report")
+    return data, file
+
+
+def notes_paths(report: dict, given: list[str] | None) -> list[str]:
+    """The notes to annotate: those given, else those the run read (its report's
+    ``notes.paths``, where they still exist), else the copies beside the checkout."""
+    if given:
+        missing = [p for p in given if not Path(p.partition("=")[2] or p).is_file()]
+        if missing:
+            raise NotesError(f"--notes: no such file: {', '.join(missing)}")
+        return list(given)
+    recorded = [p for p in (report.get("notes") or {}).get("paths") or []]
+    if recorded and all(Path(p).is_file() for p in recorded):
+        return recorded
+    found = [str(p) for p in notes_mod.default_paths()]
+    if found:
+        return found
+    raise NotesError("no notes to annotate: the report names none that exist here"
+                     + (f" ({', '.join(recorded)})" if recorded else "")
+                     + " and there are none in ../shared/notes beside the checkout; name them: "
+                       "--notes PATH --notes PATH")
+
+
 def run(command: str, args) -> int:
-    report = json.loads(Path(args.report).read_text(encoding="utf-8"))
-    res = build(report, args.notes, args.out, figures=not args.no_figures, patch=args.patch,
-                history=args.history)
+    try:
+        report, file = read_report(args.report)
+        paths = notes_paths(report, args.notes)
+        out = args.out or file.parent / "notes"
+        res = build(report, paths, out, figures=not args.no_figures, patch=args.patch,
+                    history=args.history)
+    except (NotesError, ValueError, OSError) as exc:
+        print(f"notes: {exc}", file=sys.stderr)
+        return 2
+    print("notes: " + ", ".join(paths))
+    sel = runs.selection(report)
+    if not sel.full:
+        last = sum(k.why == "not run" for k in res["kept"].values())
+        print(f"{sel.text()}: the pages and errata name them, with the last verdict of "
+              f"{last} of them in a kept full run")
     for doc, counts in res["summary"].items():
         print(f"{doc}: " + ", ".join(f"{k} {n}" for k, n in counts.items() if n))
     for loc in res["locations"].values():
@@ -417,7 +491,8 @@ def run(command: str, args) -> int:
     print(f"errata: {len(errata.entries(corrs))} sentence(s) to correct "
           f"({sum(c.erratum is not None for c in corrs)} of {len(corrs)} with a suggested "
           f"correction); {sum(c.get('verdict') in errata.UNDECIDED for c in report.get('claims', []))} "
-          f"claim(s) not decided; {len(res['kept'])} decided by a kept run")
+          f"claim(s) not decided; {sum(k.why == 'accelerator' for k in res['kept'].values())} "
+          "decided by a kept run on an accelerator")
     for corr in corrs:
         if corr.problem:
             print(f"  {corr.id:<9} {corr.problem}")
@@ -428,7 +503,8 @@ def run(command: str, args) -> int:
               "these notes:")
         for problem in res["misquoted"]:
             print(f"  {problem}")
+    print(f"figures: {res['figures']}" if isinstance(res["figures"], str) else
+          f"figures: {res['figures']} drawn")
     print("written: " + ", ".join(str(p) for p in [*res["pages"], res["errata"], res["notes"],
-                                                   *res["patches"]])
-          + (f" (figures: {res['figures']})" if res["figures"] else ""))
+                                                   *res["patches"]]))
     return 0

@@ -34,12 +34,13 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from support.reports import matrix, page, runs
+from support.machine import fingerprint
+from support.reports import causes, matrix, page, runs
 from support.rules import tolerances
 
 # verdicts that say the claim was measured here; the verdict machinery may add more
 MEASURED = tuple(dict.fromkeys(runs.EXECUTED + ("partial", "inconclusive")))
-NOT_ENV = ("label", "suite commit", "wall time (s)", "verdicts")
+NOT_ENV = ("label", "suite commit", "wall time (s)", "verdicts", "selection")
 COUNTED = ("verdict changed", "expectation changed", "became partial", "no longer partial",
            "became not-applicable", "no longer not-applicable", "figure moved", "value changed")
 
@@ -49,20 +50,42 @@ class DiffError(ValueError):
 
 
 # --------------------------------------------------------------------------- inputs
-def resolve(spec: str | Path, history: Path = runs.HISTORY) -> Path:
+def resolve(spec: str | Path, history: Path = runs.HISTORY,
+            like: runs.Run | None = None) -> tuple[Path, str]:
     """A path, or ``last`` / ``last:LABEL``: the newest run kept in ``history`` (whose label,
-    the folder name after its date, starts with ``LABEL-``)."""
+    the folder name after its date, starts with ``LABEL-``), with a line saying how it was
+    chosen ("" for a path).
+
+    Given the run it is to be compared with (``like``), ``last`` picks the newest kept run of
+    the same selection (the same tiers and filters: support.reports.runs.Selection), else the
+    newest full one; a partial kept run is never the silent baseline of a full run: where no
+    other is kept, it is taken and the line says so."""
     s = str(spec)
-    if s == "last" or s.startswith("last:"):
-        label = s.partition(":")[2]
-        kept = sorted((p.parent for p in history.glob("*/claims.json")
-                       if not label or _label_of(p.parent.name).startswith(label + "-")),
-                      key=lambda p: p.name)
-        if not kept:
-            raise DiffError(f"{s}: no run kept in {history}" +
-                            (f" with the label {label!r}" if label else ""))
-        return kept[-1]
-    return Path(spec)
+    if not (s == "last" or s.startswith("last:")):
+        return Path(spec), ""
+    label = s.partition(":")[2]
+    kept = sorted((p.parent for p in history.glob("*/claims.json")
+                   if not label or _label_of(p.parent.name).startswith(label + "-")),
+                  key=lambda p: p.name, reverse=True)
+    if not kept:
+        raise DiffError(f"{s}: no run kept in {history}" +
+                        (f" with the label {label!r}" if label else ""))
+    if like is None:
+        return kept[0], ""
+    want = runs.selection(like.data)
+    chosen = {}
+    for p in kept:
+        loaded = runs.load([p])[0]
+        chosen[p] = runs.selection(loaded[0].data) if loaded else None
+    same = [p for p in kept if chosen[p] and chosen[p].key() == want.key()]
+    full = [p for p in kept if chosen[p] and chosen[p].full]
+    if same:
+        return same[0], f"{s}: the newest kept run of the same selection ({want.text()})"
+    if full:
+        return full[0], (f"{s}: no kept run of NEW's selection ({want.text()}); the newest "
+                         "full one, compared on what NEW ran")
+    return kept[0], (f"{s}: no full run kept: comparing with a partial one "
+                     f"({chosen[kept[0]].text() if chosen[kept[0]] else 'unreadable'})")
 
 
 def _label_of(folder: str) -> str:
@@ -71,7 +94,20 @@ def _label_of(folder: str) -> str:
 
 
 def load_run(spec: str | Path, history: Path = runs.HISTORY) -> runs.Run:
-    path = resolve(spec, history)
+    """The run a path names (a claims.json or its folder), or ``last`` / ``last:LABEL``."""
+    return _load(resolve(spec, history)[0])
+
+
+def load_pair(old: str | Path, new: str | Path,
+              history: Path = runs.HISTORY) -> tuple[runs.Run, runs.Run, str]:
+    """OLD and NEW, OLD chosen for NEW where it is ``last`` (:func:`resolve`), and the line
+    that says how it was chosen."""
+    b = _load(resolve(new, history)[0])
+    path, how = resolve(old, history, like=b)
+    return _load(path), b, how
+
+
+def _load(path: Path) -> runs.Run:
     if not path.exists():
         raise DiffError(f"{path}: no such file or folder")
     loaded, problems = runs.load([path])
@@ -156,17 +192,36 @@ def compare(old: runs.Run, new: runs.Run, count_timing: bool = False) -> dict:
                              "detail": f"{_shown(a.claims[cid])} -> {_shown(c)}"})
     rows.sort(key=lambda r: (r["id"], COUNTED.index(r["what"])))
     counted, timing = [], []
+    ctx = causes.Context(old, new)
     for r in rows:
         moved = [x["figure"] for x in rows if x["id"] == r["id"] and "figure" in x]
-        noise = _timing(a.claims.get(r["id"]), b.claims.get(r["id"]), moved)
-        (timing if noise and not count_timing else counted).append(r)
+        r["timing"] = _timing(a.claims.get(r["id"]), b.claims.get(r["id"]), moved)
+        r["cause"] = causes.attribute(r, ctx)
+        (timing if r["timing"] and not count_timing else counted).append(r)
     gaps = runs.coverage_gaps([a, b])
-    env = [(k, vals[0], vals[1]) for k, vals in runs.fingerprint_rows([a, b])
-           if k not in NOT_ENV and vals[0] != vals[1]]
+    env = [("suite", *causes.suite_line(ctx).split(" -> "))] \
+        if a.env.get("suite_commit") != b.env.get("suite_commit") else []
+    env += [(k, vals[0], vals[1]) for k, vals in runs.fingerprint_rows([a, b])
+            if k not in NOT_ENV and vals[0] != vals[1]]
     return {"old": _describe(old), "new": _describe(new), "changes": counted,
             "timing": timing, "environment": env,
             "ran_in_old_only": [g["id"] for g in gaps if g["ran"] == ["old"]],
             "ran_in_new_only": [g["id"] for g in gaps if g["ran"] == ["new"]]}
+
+
+def by_cause(rows: list[dict]) -> dict[str, list[str]]:
+    """{cause: the claims it changed}, in the order of ``causes.CAUSES``."""
+    out = {c: [] for c in causes.CAUSES}
+    for r in rows:
+        if r["id"] not in out[r["cause"].kind]:
+            out[r["cause"].kind].append(r["id"])
+    return out
+
+
+def failing(res: dict, fail_on: str = "any") -> list[dict]:
+    """The changes that make the exit status 1: every counted change, or (``release``)
+    those a release caused."""
+    return [r for r in res["changes"] if fail_on == "any" or r["cause"].kind == fail_on]
 
 
 def _figure_moved(old: dict, new: dict, row: dict, same_rules: bool) -> bool:
@@ -193,7 +248,9 @@ def _verdict_kind(old: str, new: str) -> str:
 
 
 def _describe(run: runs.Run) -> dict:
+    sel = runs.selection(run.data)
     return {"path": str(run.path), "name": run.name, "label": run.label,
+            "selection": sel.text(), "full": sel.full, "not_run": len(sel.not_run),
             "summary": {k: n for k, n in run.data.get("summary", {}).items() if n},
             "suite_commit": run.env.get("suite_commit"), "elapsed_s": run.data.get("elapsed_s")}
 
@@ -218,57 +275,82 @@ def _not_compared(res: dict) -> list[tuple[str, list[str]]]:
 
 
 def text(res: dict) -> str:
-    out = [f"OLD: {res['old']['path']}  ({res['old']['label']})",
-           f"NEW: {res['new']['path']}  ({res['new']['label']})", ""]
+    out = [f"OLD: {res['old']['path']}  ({res['old']['label']}; {res['old']['selection']})",
+           f"NEW: {res['new']['path']}  ({res['new']['label']}; {res['new']['selection']})"]
+    if res.get("chosen"):
+        out.append(f"     {res['chosen']}")
+    out.append("")
     if res["environment"]:
         out.append("environment:")
         out += [f"  {k:<32} {o} -> {n}" for k, o, n in res["environment"]]
         out.append("")
     if res["changes"]:
-        out.append(f"changes ({len(res['changes'])}):")
+        out.append(f"changes ({len(res['changes'])}), each with its cause:")
         for r in res["changes"]:
             out.append(f"  {r['id']:<9} {r['what']:<24} {r['detail']}")
+            out.append(f"  {'':34}{r['cause'].text()[:300]}")
             if r["reason"] and "figure" not in r:
                 out.append(f"  {'':34}{r['reason'][:200]}")
         out.append("")
     if res["timing"]:
         out.append(f"not counted: timing claims and inconclusive verdicts, which move with the "
                    f"machine's load ({len(res['timing'])}):")
-        out += [f"  {r['id']:<9} {r['what']:<24} {r['detail']}" for r in res["timing"]]
+        for r in res["timing"]:
+            out.append(f"  {r['id']:<9} {r['what']:<24} {r['detail']}")
+            out.append(f"  {'':34}{r['cause'].text()[:300]}")
         out.append("")
-    for where, ids in _not_compared(res):
-        out.append(f"not compared: {len(ids)} claims ran in {where} only: " +
-                   ", ".join(ids[:30]) + (" ..." if len(ids) > 30 else ""))
+    for line in _partial(res):
+        out.append(line)
     out.append(_verdict_line(res))
     return "\n".join(out) + "\n"
 
 
+def _partial(res: dict) -> list[str]:
+    """What was not compared, and why: a partial run says it is one."""
+    out = []
+    for side in ("old", "new"):
+        if not res[side]["full"]:
+            out.append(f"{side.upper()} is {res[side]['selection']}: those claims are not "
+                       "compared")
+    for where, ids in _not_compared(res):
+        out.append(f"not compared: {len(ids)} claims ran in {where} only: " +
+                   ", ".join(ids[:30]) + (" ..." if len(ids) > 30 else ""))
+    return out
+
+
 def _verdict_line(res: dict) -> str:
     n, ids = len(res["changes"]), {r["id"] for r in res["changes"]}
+    if not n:
+        return "nothing changed: " + NOTHING
+    causes_text = "; ".join(f"{c} {len(got)}" for c, got in by_cause(res["changes"]).items()
+                            if got)
     return (f"{len(ids)} claim{'s' if len(ids) != 1 else ''} changed ({n} difference"
-            f"{'s' if n != 1 else ''})" if n else "nothing changed: " + NOTHING)
+            f"{'s' if n != 1 else ''}); by cause: {causes_text}")
 
 
 def document(res: dict) -> list:
     """The differences as page blocks (support/reports/page.py renders Markdown and HTML)."""
     o, n = res["old"], res["new"]
-    out: list = [page.Bullets([f"OLD: {o['path']} ({o['label']}): " + _counts(o),
-                               f"NEW: {n['path']} ({n['label']}): " + _counts(n)])]
+    out: list = [page.Bullets([f"OLD: {o['path']} ({o['label']}; {o['selection']}): " + _counts(o),
+                               f"NEW: {n['path']} ({n['label']}; {n['selection']}): " + _counts(n)]
+                              + ([res["chosen"]] if res.get("chosen") else []))]
+    if res["changes"]:
+        out.append(page.Para(_verdict_line(res) + "."))
     if res["environment"]:
         out += [page.Heading(2, "Environment"),
                 page.Table(["", "OLD", "NEW"], [page.Row([k, a, b], strong=True)
                                                 for k, a, b in res["environment"]], "env")]
     for title, rows in _tables(res):
         out += [page.Heading(2, title), page.Table(
-            ["id", "what", "OLD", "NEW", "detail"],
+            ["id", "what", "OLD", "NEW", "detail", "cause"],
             [[r["id"], r["what"], matrix.verdict_cell(r["old"]), matrix.verdict_cell(r["new"]),
-              page.Cell(r["detail"], note=" ".join(x for x in (r["paraphrase"], r["reason"]) if x))]
+              page.Cell(r["detail"], note=" ".join(x for x in (r["paraphrase"], r["reason"]) if x)),
+              page.Cell(r["cause"].kind, note=r["cause"].why)]
              for r in rows], "diff")]
     if not res["changes"]:
         out.append(page.Para(f"Nothing changed: {NOTHING}."))
-    for where, ids in _not_compared(res):
-        out.append(page.Para(f"Not compared, ran in {where} only ({len(ids)}): "
-                             + ", ".join(ids), "m"))
+    for line in _partial(res):
+        out.append(page.Para(line, "m"))
     return out
 
 
@@ -291,18 +373,23 @@ def run(command: str, args) -> int:
 
 def diff_main(args) -> int:
     try:
-        old, new = load_run(args.old), load_run(args.new)
+        old, new, chosen = load_pair(args.old, args.new)
     except DiffError as exc:
         print(f"diff: {exc}")
         return 2
     res = compare(old, new, count_timing=args.count_timing)
+    res["chosen"] = chosen
     print(text(res), end="")
     for path, render in ((args.md, markdown), (args.html, html_page)):
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(render(res))
             print(f"written: {path}")
-    return 1 if res["changes"] else 0
+    fail = failing(res, args.fail_on)
+    if args.fail_on != "any":
+        print(f"exit status: {len({r['id'] for r in fail})} claim(s) changed by a "
+              f"{args.fail_on} (--fail-on {args.fail_on})")
+    return 1 if fail else 0
 
 
 # --------------------------------------------------------------------------- keeping
@@ -316,18 +403,25 @@ def machine_name(env: dict) -> str:
     if acc:
         return _slug(acc[0].replace("NVIDIA", "")) or "gpu"
     cores = (env.get("threads") or {}).get("cpu_count")
-    return f"cpu{cores}core" if cores else "cpu"
+    # AVX-512 kernels round some figures otherwise (a claim's entry's machine = [...])
+    wide = "-avx512" if fingerprint.simd(env).startswith("X86_V4") else ""
+    return (f"cpu{cores}core" if cores else "cpu") + wide
 
 
 def keep(run: Path, label: str, machine: str | None = None, note: str = "",
          history: Path = runs.HISTORY, date: str | None = None) -> Path:
-    """Copy a run's report into ``history/<date>-<label>-<machine>/`` with a NOTE.md."""
+    """Copy a run's report into ``history/<date>-<label>[-<tiers>]-<machine>/`` with a
+    NOTE.md. A partial run's folder says so after its label (``-fast``, the tiers it ran,
+    or ``-partial``), so that it never stands for a full run of the same label."""
     src = Path(run)
     folder = src.parent if src.is_file() else src
     found = load_run(folder)
     cj = folder / "claims.json"
     date = date or datetime.date.fromtimestamp(cj.stat().st_mtime).isoformat()
-    dest = history / f"{date}-{_slug(label)}-{_slug(machine or machine_name(found.env))}"
+    tag = runs.selection(found.data).tag()
+    name = "-".join(x for x in (date, _slug(label), tag, _slug(machine or machine_name(found.env)))
+                    if x)
+    dest = history / name
     if dest.exists():
         raise DiffError(f"{dest} exists already: choose another --label or --machine")
     dest.mkdir(parents=True)
@@ -344,12 +438,19 @@ def _note(run: runs.Run, label: str, note: str) -> str:
     env, v = run.env, run.env.get("versions", {})
     acc = ", ".join(f"{d.get('type')}: {d.get('name')}" for d in env.get("devices", [])
                     if d.get("type") not in ("cpu", None)) or "none"
+    sel = runs.selection(run.data)
+    facts = fingerprint.machine_facts(env)
     lines = [f"# {label}: {run.label}", "",
              "* versions: " + ", ".join(f"{k} {v[k]}" for k in
                                           ("torch", "jax", "jaxlib", "optax", "numpy", "scipy",
                                            "scikit-learn") if k in v),
              f"* Python {env.get('python')} on {env.get('platform')}; CPU {env.get('cpu')} "
              f"({(env.get('threads') or {}).get('cpu_count')} cores); accelerators: {acc}",
+             "* the CPU as the figures see it: " + "; ".join(
+                 f"{k} {facts[k]}" for k in ("cpu vector level", "numpy argsort (int64)",
+                                             "blas kernels") if facts[k]),
+             f"* selection: {sel.text()}"
+             + (f": {', '.join(sel.not_run)}" if sel.not_run and not sel.full else ""),
              f"* verdicts: {_counts(_describe(run))}",
              f"* pytest wall time: {run.data.get('elapsed_s')} s; suite commit "
              f"{env.get('suite_commit')}",
@@ -384,3 +485,6 @@ def arguments(command: str, parser) -> None:
     parser.add_argument("--html", type=Path, help="also write them as one self-contained HTML page")
     parser.add_argument("--count-timing", action="store_true",
                         help="count changes of timing claims too (they move with the load)")
+    parser.add_argument("--fail-on", choices=("any", "release"), default="any",
+                        help="what makes the exit status 1: any counted change (default), or "
+                             "only changes caused by a release (the release watch)")

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from support.machine import devices, fingerprint
-from support.reports import kept as kept_runs
+from support.reports import kept as kept_runs, runs
 from support.rules import verdicts
 from support.rules.formatting import fmt as _fmt, md_cell as _md_cell
 
@@ -75,6 +75,8 @@ def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict
         entry["meaning"] = c.reading
     if c.links:
         entry["links"] = c.links
+    if c.machine:
+        entry["machine"] = list(c.machine)
     if recs:
         missing = missing_requirements(c, recs)
         v, why = verdicts.claim_verdict(recs, missing)
@@ -187,12 +189,40 @@ def clip(text: str, limit: int) -> str:
 
 def kept_lines(data: dict, kept: dict) -> list[str]:
     """The claims skipped here (or partial) that a kept run on an accelerator decided."""
+    kept = {cid: k for cid, k in kept.items() if k.why == "accelerator"}
     if not kept:
         return []
     out = ["not run here, decided in a kept run (that run's verdict, not this one's):"]
     for cid in sorted(kept):
         here = next((e["verdict"] for e in data["claims"] if e["id"] == cid), "")
         out.append(f"  {cid:<9} {here} here; {kept[cid].text()}")
+    return out
+
+
+SHOWN = 12          # a partial run's claims that did not hold in the last full run, listed
+
+
+def selection_lines(data: dict, kept: dict) -> list[str]:
+    """What a partial run left out, and the last verdicts of those claims in the newest kept
+    full run that ran them (never as this run's): nothing for a full run."""
+    sel = runs.selection(data)
+    if sel.full:
+        return []
+    out = [f"{sel.text()}: {', '.join(sel.not_run[:12])}"
+           + (f" and {len(sel.not_run) - 12} more" if len(sel.not_run) > 12 else "")]
+    last = {cid: k for cid, k in kept.items() if k.why == "not run"}
+    if not last:
+        return out + ["  no kept full run holds their last verdicts (claims/history)"]
+    counts = {v: sum(k.verdict == v for k in last.values()) for v in verdicts.ORDER}
+    out.append(f"  their last verdicts, from kept full runs (not this run's): "
+               + ", ".join(f"{v} {n}" for v, n in counts.items() if n)
+               + (f"; {len(sel.not_run) - len(last)} in none" if len(last) < len(sel.not_run)
+                  else ""))
+    bad = [(cid, k) for cid, k in sorted(last.items()) if k.verdict in verdicts.NOT_HOLDING]
+    out += [f"  {cid:<9} {k.text()}" for cid, k in bad[:SHOWN]]
+    if len(bad) > SHOWN:
+        out.append(f"  and {len(bad) - SHOWN} more that did not hold there (claims.md lists "
+                   "every claim with its last kept verdict)")
     return out
 
 
@@ -211,15 +241,19 @@ def markdown(data: dict, kept: dict | None = None) -> str:
         "| verdict | claims |", "|---|---|",
     ]
     lines += [f"| {k} | {n} |" for k, n in data["summary"].items() if n]
+    partial = selection_lines(data, kept)
+    if partial:
+        lines += ["", "**" + partial[0] + "**", ""] + [f"* {x.strip()}" for x in partial[1:]]
     if data.get("unexpected"):
         lines += ["", "Not as expected (these failed the run):", ""] + [f"* {_md_cell(p)}" for p in data["unexpected"]]
     if data.get("stale_expectations"):
         lines += ["", "Expected, but did not occur in this run: " + ", ".join(data["stale_expectations"])]
     lines += [""] + notes_lines(data.get("notes") or {}) if (data.get("notes") or {}).get("checked") else []
     lines += [""] + controls_lines(data)
-    if kept:
+    on_device = {cid: k for cid, k in kept.items() if k.why == "accelerator"}
+    if on_device:
         lines += ["", "Not run here, decided in a kept run (that run's verdict, not this one's):", ""]
-        lines += [f"* {cid}: {k.text()}" for cid, k in sorted(kept.items())]
+        lines += [f"* {cid}: {k.text()}" for cid, k in sorted(on_device.items())]
     section = None
     for e in sorted(data["claims"], key=lambda e: (e["document"] != "lecture", e["section"], e["id"])):
         key = (e["document"], e["section"])
@@ -231,7 +265,8 @@ def markdown(data: dict, kept: dict | None = None) -> str:
         variants = ", ".join(f"{x['variant'] or 'default'}: {x['verdict']}" for x in e["variants"])
         if e.get("missing"):
             variants += "; missing: " + "; ".join(e["missing"])
-        verdict = e["verdict"] + (f" (kept run: {kept[e['id']].text()})" if e["id"] in kept else "")
+        verdict = e["verdict"] + (f" ({'last kept full run' if kept[e['id']].why == 'not run' else 'kept run'}: "
+                                  f"{kept[e['id']].text()})" if e["id"] in kept else "")
         verdict += control_text(e)
         lines.append("| " + " | ".join(_md_cell(x) for x in (
             e["id"], e["paraphrase"], e["stated"], _fmt(e["measured"]), verdict,
@@ -270,12 +305,15 @@ def terminal(tr, data: dict, paths: list[Path], history: Path | None = None) -> 
     tr.section("claims: stated vs measured", sep="=")
     tr.write_line(summary_line(data) + f"   ({len(data['claims'])} claims; "
                   f"{data['expected_verdicts']} verdicts as expected)")
+    evidence = kept_runs.evidence(data, history)
+    for line in selection_lines(data, evidence):
+        tr.write_line(line, yellow=True)
     bad = not_holding(data)
     if bad:
         tr.write_line("")
     for e in bad:
         tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 400)}")
-    kept = kept_lines(data, kept_runs.evidence(data, history))
+    kept = kept_lines(data, evidence)
     if kept:
         tr.write_line("")
     for line in kept:
@@ -418,11 +456,14 @@ def run(command: str, args) -> int:
     path = args.path / "claims.json" if args.path.is_dir() else args.path
     data = json.loads(path.read_text())
     print(summary_line(data))
+    evidence = kept_runs.evidence(data)
+    for line in selection_lines(data, evidence)[:1 if args.summary else None]:
+        print(line)
     if args.summary:
         return 0
     for e in not_holding(data):
         print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 300)}")
-    for line in kept_lines(data, kept_runs.evidence(data)):
+    for line in kept_lines(data, evidence):
         print(line)
     for line in timing_lines(data):
         print(line)

@@ -271,6 +271,72 @@ def coverage_gaps(runs: list[Run]) -> list[dict]:
     return out
 
 
+# --------------------------------------------------------------------------- selection
+@dataclass(frozen=True)
+class Selection:
+    """What a run selected: its tiers and what narrowed them (the report's ``selection``,
+    written by the claims plugin), and the claims it left not run. A report written before
+    the plugin recorded it is judged by its not-run claims alone."""
+
+    tiers: tuple[str, ...] | None           # None: not recorded
+    default_tiers: tuple[str, ...] = ()
+    narrowed: tuple[str, ...] = ()          # "--claim TAPE-07", "-k adam", "--lf", ...
+    not_run: tuple[str, ...] = ()
+
+    @property
+    def full(self) -> bool:
+        """Every default tier, nothing narrowed (recorded), or nothing left not run."""
+        if self.tiers is None:
+            return not self.not_run
+        return set(self.default_tiers) <= set(self.tiers) and not self.narrowed
+
+    def key(self) -> tuple:
+        """Two runs of one key selected the same claims."""
+        if self.full:
+            return ("full",)
+        if self.tiers is None:
+            return ("not recorded", self.not_run)
+        return (self.tiers, self.narrowed)
+
+    def tag(self) -> str:
+        """A word for a kept run's folder: "" for a full run, its tiers when only they
+        were narrowed ("fast"), else "partial"."""
+        if self.full:
+            return ""
+        return "-".join(self.tiers) if self.tiers and not self.narrowed else "partial"
+
+    def text(self) -> str:
+        if self.full:
+            chosen = (f"tiers {', '.join(self.tiers)}" if self.tiers and
+                      set(self.tiers) != set(self.default_tiers) else "every default tier")
+            return chosen + (f" ({len(self.not_run)} claims with no test in them)"
+                             if self.not_run else "")
+        what = [f"tiers {', '.join(self.tiers)}"] if self.tiers is not None else []
+        what += list(self.narrowed)
+        head = "a partial run: " + ("; ".join(what) if what else "its selection is not recorded")
+        return f"{head}; {len(self.not_run)} claims not run"
+
+
+def not_run(data: dict) -> list[str]:
+    """The claims a run left not run (its tests were not selected)."""
+    return [c["id"] for c in data.get("claims", []) if c.get("verdict") == "not-run"]
+
+
+def selection(data: dict) -> Selection:
+    """What the run of the report ``data`` selected."""
+    left = tuple(not_run(data))
+    sel = data.get("selection")
+    if not isinstance(sel, dict):
+        return Selection(None, not_run=left)
+    narrowed = [f"--claim {' '.join(sel['claims'])}"] if sel.get("claims") else []
+    narrowed += [f"-k {sel['keyword']!r}"] if sel.get("keyword") else []
+    narrowed += [f"-m {sel['markexpr']!r}"] if sel.get("markexpr") else []
+    narrowed += [" ".join(sel["paths"])] if sel.get("paths") else []
+    narrowed += ["--lf"] if sel.get("last_failed") else []
+    return Selection(tuple(sel.get("tiers") or ()), tuple(sel.get("default_tiers") or ()),
+                     tuple(narrowed), left)
+
+
 # --------------------------------------------------------------------------- benchmarks
 def _bench_device(b: dict) -> str:
     ei = b.get("extra_info") or {}
@@ -360,19 +426,14 @@ def _bare(key: str, claim: dict) -> str:
 
 def fingerprint_rows(runs: list[Run]) -> list[tuple[str, list[str]]]:
     """Environment facts as rows (what distinguishes the columns)."""
-    def dev(r):
-        acc = [f"{d.get('type')}: {d.get('name')}" for d in r.env.get("devices", [])
-               if d.get("type") not in ("cpu", None)]
-        return "; ".join(acc) or "cpu only"
     keys = []
     for r in runs:
         for k in r.env.get("versions", {}):
             if k not in keys:
                 keys.append(k)
     rows = [("label", [r.label for r in runs]),
-            ("python", [str(r.env.get("python", "")) for r in runs]),
-            ("cpu", [str(r.env.get("cpu", "")) for r in runs]),
-            ("accelerators", [dev(r) for r in runs])]
+            ("python", [str(r.env.get("python", "")) for r in runs])]
+    rows += [(name, [read(r.env) for r in runs]) for name, read in fingerprint.MACHINE]
     main = ["torch", "jax", "jaxlib", "optax", "numpy", "scipy", "scikit-learn"]
     for k in main + [k for k in keys if k not in main]:
         rows.append((k, [str(r.env.get("versions", {}).get(k, "-")) for r in runs]))
@@ -385,6 +446,7 @@ def fingerprint_rows(runs: list[Run]) -> list[tuple[str, list[str]]]:
         rows.append((k, [str(r.env.get("precision", {}).get(k, "-")) for r in runs]))
     rows.append(("threads", [str((r.env.get("threads") or {}).get("torch_threads", "")) for r in runs]))
     rows.append(("suite commit", [str(r.env.get("suite_commit", "")) for r in runs]))
+    rows.append(("selection", [selection(r.data).text() for r in runs]))
     rows.append(("wall time (s)", [str(r.data.get("elapsed_s", "")) for r in runs]))
     rows.append(("verdicts", [", ".join(f"{k} {n}" for k, n in r.data.get("summary", {}).items() if n)
                               for r in runs]))

@@ -25,6 +25,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from support.machine.devices import REQUIREMENTS
+from support.machine.fingerprint import MACHINE
 from support.machine.environment import version
 from support.paths import CLAIMS
 
@@ -56,7 +57,8 @@ HEADER_FIELDS = {"document", "section", "part", "lines"}
 # a claim's entry; ``stated`` (the words the notes print) only where no figure holds them
 FIELDS = {"id", "source", "paraphrase", "stated", "kind", "tier", "version_note", "status",
           "reason", "applies", "meaning", "links", "figures", "requires", "fingerprint",
-          "control_reason", "positive_reason", "module", "threads"}
+          "control_reason", "positive_reason", "module", "threads",
+          "machine"}
 MODULE_FIELDS = {"path", "why"}
 # a timing claim's threads: "one" (its tests run torch's intra-op threads and the OpenMP and
 # BLAS pools on one thread: the sentence does not depend on the thread count, and one thread
@@ -71,6 +73,7 @@ PLACEHOLDER = re.compile(r"\{(bound|stated|band|reach):([^{}]+)\}")
 FIGURE_FIELDS = {"name", "stated", "tol", "bound", "variant", "reference", "why", "fails_outside",
                  "timed"}
 APPLIES_FIELDS = {"versions"}
+MACHINE_FACTS = tuple(name for name, _ in MACHINE)
 
 
 class RegistryError(ValueError):
@@ -106,6 +109,9 @@ class Claim:
     module: dict = field(default_factory=dict)
     # a timing claim's threads: { count = "one" | "all", why = "..." }
     threads: dict = field(default_factory=dict)
+    # the facts of the machine its figures are known to follow (support/machine/
+    # fingerprint.py, MACHINE): python -m support diff calls a change they explain the machine's
+    machine: list = field(default_factory=list)
 
     @property
     def test_module(self) -> str:
@@ -412,6 +418,10 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
             _check_versions(where, applies.get("versions", {}), errors)
             if not re.fullmatch(r"[0-9a-f]{24}", str(entry.get("fingerprint", "0" * 24))):
                 errors.append(f"{where}: fingerprint must be 24 hex digits (python -m support pin)")
+            for fact in entry.get("machine", []):
+                if fact not in MACHINE_FACTS:
+                    errors.append(f"{where}: unknown machine fact {fact!r} (known: "
+                                  f"{', '.join(MACHINE_FACTS)}; support/machine/fingerprint.py)")
             for req in entry.get("requires", []):
                 if req not in REQUIREMENTS:
                     errors.append(f"{where}: unknown requirement {req!r} (known: "

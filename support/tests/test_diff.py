@@ -18,6 +18,7 @@ HISTORY = ROOT / "claims" / "history"
 JAX010 = HISTORY / "2026-11-29-py311-torch213-jax010-cpu2core"
 JAX04 = HISTORY / "2026-11-29-py311-torch213-jax04-cpu2core"
 OLDEST = HISTORY / "2026-11-29-py311-oldest-cpu2core"
+FULL = HISTORY / "2026-12-01-latest-cpu2core"             # every default tier, schema 2
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -25,10 +26,14 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
-def _copy(src: Path, dest: Path, edit=None) -> Path:
+def _copy(src: Path, dest: Path, edit=None, run=None) -> Path:
+    """A copy of a kept run's report, its claims edited by ``edit`` ({id: claim}) and the
+    report itself by ``run``."""
     data = json.loads((src / "claims.json").read_text())
     if edit:
         edit({c["id"]: c for c in data["claims"]})
+    if run:
+        run(data)
     dest.mkdir(parents=True)
     (dest / "claims.json").write_text(json.dumps(data))
     return dest
@@ -51,7 +56,7 @@ def test_two_kept_runs_print_their_differences_and_exit_1(tmp_path):
     assert "TAPE-12" in timing and "TAPE-12" not in text.split("not counted:")[0]
     # the same verdict, known in one run and unexpected in the other
     assert "AMP-01    expectation changed      drift (known) -> drift" in text
-    assert "ran in OLD only" in text and "\n8 claims changed (13 differences)\n" in text
+    assert "ran in OLD only" in text and "\n8 claims changed (13 differences); by cause: " in text
     md = (tmp_path / "d.md").read_text()
     assert "| STORY-17 | verdict changed | fails (known) | drift |" in md
     page = (tmp_path / "d.html").read_text()
@@ -137,19 +142,108 @@ def test_unreadable_inputs_are_a_usage_error(tmp_path):
 def test_keep_adds_the_run_to_the_history_and_last_finds_it(tmp_path, monkeypatch):
     history = tmp_path / "history"
     monkeypatch.setattr(diff.runs, "HISTORY", history)
-    run = _copy(JAX04, tmp_path / "reports" / "latest")
+    run = _copy(FULL, tmp_path / "reports" / "latest")
     (run / "claims.md").write_text("# report\n")
-    dest = diff.keep(run, "latest", note="tox -e latest -- --tier fast", history=history,
-                     date="2027-01-02")
+    dest = diff.keep(run, "latest", note="tox -e latest", history=history, date="2027-01-02")
     assert dest == history / "2027-01-02-latest-cpu2core"
     assert sorted(p.name for p in dest.iterdir()) == ["NOTE.md", "claims.json", "claims.md"]
     note = (dest / "NOTE.md").read_text()
-    assert "jax 0.4.38" in note and "tox -e latest -- --tier fast" in note
+    assert "jax 0.10.2" in note and "tox -e latest" in note
+    assert "cpu vector level X86_V3; numpy argsort (int64) AVX2; blas kernels openblas Haswell" \
+        in note
+    # a report of the 2026-11-29 runs, which recorded no selection: partial by its not-run claims
+    older = diff.keep(JAX04, "jax04", history=history, date="2027-01-02")
+    assert older.name == "2027-01-02-jax04-partial-cpu2core"
     with pytest.raises(diff.DiffError, match="exists already"):
         diff.keep(run, "latest", history=history, date="2027-01-02")
     newer = diff.keep(run, "py312-latest", history=history, date="2027-01-03")
-    assert diff.resolve("last", history) == newer
-    assert diff.resolve("last:latest", history) == dest       # a label, not a substring
-    assert diff.resolve("last:py312-latest", history) == newer
+    assert diff.resolve("last", history)[0] == newer
+    assert diff.resolve("last:latest", history)[0] == dest    # a label, not a substring
+    assert diff.resolve("last:py312-latest", history)[0] == newer
     with pytest.raises(diff.DiffError, match="no run kept"):
         diff.resolve("last:oldest", history)
+
+
+# --------------------------------------------------------------------------- partial runs
+def _fast(data: dict) -> None:
+    """The report of a fast-tier run: the plugin's record of its selection, and the claims
+    of the other tiers not run."""
+    data["selection"] = {"tiers": ["fast"], "default_tiers": ["fast", "slow", "gpu"],
+                         "claims": [], "keyword": "", "markexpr": "", "paths": [],
+                         "last_failed": False}
+    for c in data["claims"]:
+        if c.get("tier") in ("slow", "gpu") and c.get("verdict") != "not-testable":
+            c["verdict"], c["variants"] = "not-run", []
+
+
+def test_keep_records_what_a_partial_run_selected(tmp_path):
+    history = tmp_path / "history"
+    run = _copy(FULL, tmp_path / "reports" / "latest", run=_fast)
+    dest = diff.keep(run, "latest", history=history, date="2027-01-02")
+    assert dest.name == "2027-01-02-latest-fast-cpu2core"       # never taken for a full run
+    note = (dest / "NOTE.md").read_text()
+    sel = diff.runs.selection(json.loads((run / "claims.json").read_text()))
+    assert not sel.full and sel.not_run
+    assert f"* selection: a partial run: tiers fast; {len(sel.not_run)} claims not run: " \
+           + ", ".join(sel.not_run[:3]) in note
+    full = diff.keep(FULL, "latest", history=history, date="2027-01-02")
+    assert full.name == "2027-01-02-latest-cpu2core"
+    assert "* selection: every default tier\n" in (full / "NOTE.md").read_text()
+
+
+def test_last_picks_a_run_of_the_same_selection_and_never_a_partial_one_for_a_full_run(tmp_path):
+    history = tmp_path / "history"
+    full_run = diff.keep(FULL, "latest", history=history, date="2027-01-01")
+    fast_run = diff.keep(_copy(FULL, tmp_path / "fast", run=_fast), "latest", history=history,
+                         date="2027-01-02")
+    full, fast = diff.load_run(FULL), diff.load_run(fast_run)
+    path, how = diff.resolve("last:latest", history, like=full)
+    assert path == full_run and "same selection (every default tier)" in how
+    path, how = diff.resolve("last:latest", history, like=fast)
+    assert path == fast_run and "same selection (a partial run: tiers fast" in how
+    # only partial runs kept: taken, and said
+    only = tmp_path / "only"
+    diff.keep(fast_run, "latest", history=only, date="2027-01-03")
+    path, how = diff.resolve("last:latest", only, like=full)
+    assert path.name.endswith("latest-fast-cpu2core") and "no full run kept" in how
+    # a fast-tier NEW with only a full run kept: compared on what both ran, and said
+    one = tmp_path / "one"
+    diff.keep(FULL, "latest", history=one, date="2027-01-01")
+    path, how = diff.resolve("last:latest", one, like=fast)
+    assert "no kept run of NEW's selection" in how
+    res = diff.compare(diff.load_run(path), fast)
+    assert "NEW is a partial run: tiers fast" in diff.text(res)
+
+
+# --------------------------------------------------------------------------- causes
+def test_fail_on_release_counts_only_the_changes_a_release_caused(tmp_path):
+    def machine_only(data):
+        data["environment"]["cpu_dispatch"]["argsort_int64"] = "AVX512_SKX"
+        data["environment"]["cpu_dispatch"]["features"] += ["AVX512F", "X86_V4"]
+        c = {c["id"]: c for c in data["claims"]}["STORY-17"]
+        for v in c["variants"]:
+            v["variant"] = v["variant"].replace("AVX2", "AVX512_SKX")
+            v["test"] = v["test"].replace("AVX2", "AVX512_SKX")
+            v["figures"]["numpy argsort dispatch"]["value"] = "AVX512_SKX"
+
+    def and_release(data):
+        machine_only(data)
+        data["environment"]["versions"]["jax"] = "0.11.0"
+        data["environment"]["versions"]["jaxlib"] = "0.11.0"
+        c = {c["id"]: c for c in data["claims"]}["JAX-12"]
+        for v in c["variants"]:
+            for m in v["figures"].values():
+                if m["value"] == "cpu:0":
+                    m["value"] = "CpuDevice(id=0)"
+
+    base = _copy(FULL, tmp_path / "base", run=lambda d: None)
+    moved = _copy(FULL, tmp_path / "machine", run=machine_only)
+    out = _cli(base, moved, "--fail-on", "release")
+    assert out.returncode == 0, out.stdout
+    assert "by cause: machine 1" in out.stdout and "0 claim(s) changed by a release" in out.stdout
+    assert _cli(base, moved).returncode == 1                  # strict by default
+    both = _copy(FULL, tmp_path / "both", run=and_release)
+    out = _cli(base, both, "--fail-on", "release")
+    assert out.returncode == 1, out.stdout
+    assert "JAX-12" in out.stdout and "release: jax 0.10.2 -> 0.11.0, jaxlib 0.10.2 -> 0.11.0" \
+        in out.stdout

@@ -408,3 +408,53 @@ def test_the_errata_and_the_page_show_the_kept_verdict_as_that_runs(registry, do
     assert set(attrs["kept"].split(",")) == {"AMP-10:kept run: drift", "DEV-01:kept run: holds"}
     counts = dict(kv.split(":") for kv in attrs["counts"].split(","))
     assert counts == {v: str(n) for v, n in report["summary"].items() if n}  # this run's counts
+
+
+# --------------------------------------------------------------------------- a partial run
+def test_a_partial_run_names_the_sentences_it_did_not_check(registry, docs, expectations,
+                                                             tmp_path):
+    """A fast-tier run leaves MEM-07 and JIT-18 not run; the newest kept full run found
+    MEM-07 drifting (its known drift, with its correction) and JIT-18 holding: the errata,
+    the page and the terminal say so, as that run's verdicts."""
+    from support.tests.test_notes import _known_variants
+    history = tmp_path / "history"
+    drift = [e for e in expectations if e.id == "MEM-07" and e.verdict == "drift"]
+    full = {"schema": 2, "environment": {"python": "3.11", "cpu": "AMD EPYC", "versions": {
+        "torch": "2.15.0", "jax": "0.10.2"}, "devices": []}, "summary": {}, "claims": [
+        {"id": "MEM-07", "document": "lecture", "verdict": "drift", "reason": "",
+         "variants": _known_variants(0, drift)},
+        {"id": "JIT-18", "document": "lecture", "verdict": "holds", "reason": "",
+         "variants": [_variant(1, "holds")]}]}
+    (history / "2026-12-01-latest-cpu2core").mkdir(parents=True)
+    (history / "2026-12-01-latest-cpu2core" / "claims.json").write_text(json.dumps(full))
+    report = _report(registry, verdict_of={"MEM-07": "not-run", "JIT-18": "not-run"})
+    for c in report["claims"]:
+        if c["verdict"] == "not-run" and c["id"] not in ("MEM-07", "JIT-18"):
+            c["verdict"] = "holds"
+    report["selection"] = {"tiers": ["fast"], "default_tiers": ["fast", "slow", "gpu"],
+                           "claims": [], "keyword": "", "markexpr": "", "paths": [],
+                           "last_failed": False}
+    res = pages.build(report, [NOTES / name for name in FILES.values()], tmp_path / "out",
+                      registry=registry, figures=False, patch=True, history=history,
+                      expectations=expectations)
+    md = res["errata"].read_text()
+    assert "**This is a partial run: tiers fast; 2 claims not run**" in md
+    gone = md[md.index("## Not run in this run (2 claims)"):]
+    wrong = gone[:gone.index("### Every claim not run")]
+    assert "MEM-07 drift" in wrong and "JIT-18" not in wrong
+    assert "drift on AMD EPYC with torch 2.15.0, JAX 0.10.2, kept run of 2026-12-01" in wrong
+    assert "420 MB" in wrong                      # its correction, from its erratum
+    assert re.search(r"\| JIT-18 \| holds on AMD EPYC .* \(2026-12-01-latest-cpu2core\) \|",
+                     gone)
+    patch = tmp_path / "out" / "lecture.patch"          # this run's corrections only
+    assert not patch.exists() or "420 MB" not in patch.read_text()
+    page = (tmp_path / "out" / "lecture.html").read_text()
+    assert "last full run: drift</span>" in page and "id='partial'" in page
+    report.update(expected_verdicts=0, unexpected=[], stale_expectations=[])
+    tr = _Terminal()
+    report_mod.terminal(tr, report, [], history=history)
+    out = "\n".join(tr.lines)
+    assert "a partial run: tiers fast; 2 claims not run: JIT-18, MEM-07" in out \
+        or "a partial run: tiers fast; 2 claims not run: MEM-07, JIT-18" in out
+    assert "their last verdicts, from kept full runs (not this run's): drift 1, holds 1" in out
+    assert re.search(r"^  MEM-07 +drift on AMD EPYC", out, re.M)

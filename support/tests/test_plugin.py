@@ -310,6 +310,24 @@ def test_select_one_claim_with_k_or_claim_option_and_tiers(suite):
     assert verdicts["XX-02"] == "not-run"
 
 
+def test_a_run_records_what_it_selected_and_a_partial_one_says_so(suite):
+    result, data, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "--tier", "fast")
+    assert data["selection"]["tiers"] == ["fast"]
+    assert data["selection"]["default_tiers"] == ["fast", "slow", "gpu"]
+    result.stdout.fnmatch_lines(["*a partial run: tiers fast; 1 claims not run: XX-02*",
+                                 "*no kept full run holds their last verdicts*"])
+    result, data, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "-k", "XX-01")
+    assert data["selection"]["keyword"] == "XX-01"
+    result.stdout.fnmatch_lines(["*a partial run: tiers fast, slow, gpu; -k 'XX-01'; 1 claims "
+                                 "not run: XX-02*"])
+    result, data, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT, "test_claims.py")
+    assert data["selection"]["paths"] == ["test_claims.py"]
+    result, data, _ = suite(HOLDS_AND_DRIFTS, KNOWN_DRIFT)
+    assert data["selection"]["tiers"] == ["fast", "slow", "gpu"]
+    assert not (data["selection"]["paths"] or data["selection"]["claims"])
+    assert "partial run" not in result.stdout.str()
+
+
 def test_records_from_xdist_workers_are_merged(suite, monkeypatch):
     pytest.importorskip("xdist")
     # the controller's own fingerprint, which the report must not use: the workers' is taken

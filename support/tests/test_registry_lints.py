@@ -94,6 +94,7 @@ def _section(tmp_path, text: str, name: str = "01_s.toml", doc: str = "lecture")
     ("id", '"tape-7"', "malformed id"),
     ("applies", '{ devices = ["cuda"] }', "unknown applies field"),
     ("requires", '["tpu"]', "unknown requirement"),
+    ("machine", '["the weather"]', "unknown machine fact 'the weather'"),
     ("applies", '{ versions = { torch = "~~2" } }', "bad version specifier"),
     ("colour", '"red"', "unknown field"),
     # a reference (not printed in the notes) never decides, so a drift tolerance is refused

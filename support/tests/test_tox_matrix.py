@@ -65,7 +65,8 @@ def _constraint_files(cp) -> dict[str, dict[str, Path]]:
     out: dict[str, dict[str, Path]] = {}
     for factor, rest in _conditional(cp, "set_env"):
         var, _, value = (x.strip() for x in rest.partition("="))
-        out.setdefault(factor, {})[var] = Path(value.replace("{toxinidir}", str(ROOT)))
+        if var.endswith("_CONSTRAINT"):
+            out.setdefault(factor, {})[var] = Path(value.replace("{toxinidir}", str(ROOT)))
     return out
 
 
@@ -174,6 +175,20 @@ def _optional_imports() -> set[str]:
     for path in (ROOT / "claims").rglob("test_*.py"):
         found |= set(pattern.findall(path.read_text(encoding="utf-8")))
     return found
+
+
+def test_each_python_factor_finds_a_python_installed_with_pyenv_too():
+    """A pyNNN env, and the package env tox-uv builds the suite's wheel in for it
+    (.pkg-cpython3NN), ask pyenv's shims for that version: a 3.12 installed with pyenv is
+    found whatever the shell's default, as one on PATH or uv's own is."""
+    cp = _tox()
+    pythons = {e.split("-")[0] for e in _envs(cp) if re.fullmatch(r"py3\d+", e.split("-")[0])}
+    asked = {f: rest for f, rest in _conditional(cp, "set_env") if "PYENV_VERSION" in rest}
+    assert pythons and {f: f"PYENV_VERSION = 3.{f[3:]}" for f in pythons}.items() <= asked.items()
+    pkg = cp["pkgenv"]
+    assert "PYENV_VERSION" in pkg["pass_env"] and "UV_*" in pkg["pass_env"]
+    lines = {line.strip() for line in pkg["set_env"].splitlines() if line.strip()}
+    assert {f"cpython{f[2:]}: PYENV_VERSION = 3.{f[3:]}" for f in pythons} <= lines
 
 
 def test_the_release_watching_envs_install_what_the_optional_claims_need():
