@@ -282,6 +282,10 @@ def _wait(proc, limit: float, grace: float) -> str:
         return f"killed (SIGKILL) at its {limit:.0f} s deadline, {grace:.0f} s after SIGINT"
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_step(name: str, cmd: list[str], limit: float, log: Path, env=None,
              grace: float | None = None) -> dict:
     """Run one child in a process group of its own, its output copied to ``log`` and the
@@ -294,8 +298,12 @@ def run_step(name: str, cmd: list[str], limit: float, log: Path, env=None,
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(head)
         fh.flush()
+        # SIGINT as a terminal has it: a command started in the background by a shell has
+        # SIGINT ignored, every child inherits that, and the deadline's SIGINT would reach
+        # no step (each then killed when its grace ends, its report unwritten)
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=_default_sigint)
         tee = threading.Thread(target=_tee, args=(proc.stdout, fh), daemon=True)
         tee.start()
         try:

@@ -81,6 +81,24 @@ def test_a_step_past_its_deadline_is_stopped_with_its_whole_process_group(tmp_pa
     assert _gone(int((tmp_path / "grandchild.pid").read_text()))
 
 
+def test_a_run_started_in_the_background_still_interrupts_its_steps(tmp_path, monkeypatch):
+    # a shell starts a background command with SIGINT ignored, and children inherit that:
+    # the deadline's SIGINT must still reach the step, which then writes its report
+    import signal
+    child = _script(tmp_path, "child.py", """
+        import time
+        print("started", flush=True)
+        time.sleep(60)
+    """)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        st = gpu_run.run_step("background", [sys.executable, str(child)], 3.0,
+                              tmp_path / "log", grace=2.0)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert st["rc"] == gpu_run.STOPPED and "interrupted (SIGINT)" in st["stopped"]
+
+
 def test_a_child_deaf_to_sigint_is_killed_when_the_grace_ends(tmp_path):
     child = _script(tmp_path, "deaf.py", """
         import signal, time
