@@ -162,35 +162,14 @@ def figure_checks():
 
 
 def test_every_figure_the_registry_states_is_checked_by_a_test(registry, figure_checks):
-    unchecked = []
-    for cid, c in registry.items():
-        pats = [p for p, _ in figure_checks.get(cid, []) if p != "<computed>"]
-        for name in c.figures:
-            if not any(re.fullmatch(p, name) for p in pats):
-                unchecked.append(f"{cid}: {name!r}")
-    assert not unchecked, "registry figures no test checks (claim.check):\n  " + "\n  ".join(unchecked)
+    unchecked, _ = sources.figure_gaps(registry, figure_checks)
+    assert not unchecked, "registry figures no test checks (claim.check):\n  " + "\n  ".join(
+        unchecked)
 
 
 def test_no_test_checks_a_figure_the_registry_lacks(registry, figure_checks):
-    unknown = []
-    for cid, uses in figure_checks.items():
-        if cid not in registry:
-            continue
-        for pat, where in uses:
-            if pat == "<computed>":
-                unknown.append(f"{where}: a figure name computed at run time (use a literal "
-                               "or an f-string)")
-            elif not any(re.fullmatch(pat, n) for n in registry[cid].figures) and \
-                    not _checked_for_another_claim(pat, where, registry, figure_checks, cid):
-                unknown.append(f"{where}: {cid} has no figure matching {pat!r}")
+    _, unknown = sources.figure_gaps(registry, figure_checks)
     assert not unknown, "\n  ".join(["tests checking figures the registry lacks:"] + unknown)
-
-
-def _checked_for_another_claim(pat, where, registry, figure_checks, cid):
-    """A module helper's name counts for every claim of its module: fine if one has it."""
-    return any(re.fullmatch(pat, n) for other, uses in figure_checks.items()
-               if other != cid and other in registry and (pat, where) in uses
-               for n in registry[other].figures)
 
 
 def test_no_test_states_a_figure_itself():
