@@ -30,7 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stability": ("support.harness.stability", "run the test command N times, report what moved"),
     "load-sensitivity": ("support.harness.load_sensitivity", "measure what load does to each timing figure, for busy machines"),
     "controls": ("support.harness.controls", "run every claim's test under its negative controls"),
-    "new-claim": ("support.rules.scaffold", "a new claim's entry and test stub, in its section's files"),
+    "new-claim": ("support.harness.contributor", "a new claim's entry, pinned to its sentence, and test stub, in its section's files"),
+    "check-claim": ("support.harness.contributor", "the checks a new or changed claim must pass: entry, order, placement, fingerprint, control"),
 }
 PROG = "python -m support"
 

@@ -24,7 +24,7 @@ but one with mostly the same words: it was edited), ``missing`` (nothing like it
 ``unpinned`` (the registry holds no fingerprint for it).
 
     python -m support locate --notes ../shared/notes/lecture-11-notes.txt ...
-    python -m support pin --notes ... [--write]    # (re)compute the fingerprints
+    python -m support pin --notes ... [--claim ID] [--write]    # (re)compute the fingerprints
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from support.paths import ROOT
@@ -92,3 +93,66 @@ def static_figure_checks(root: Path = ROOT, calls: dict | None = None
 def static_recorded_names(root: Path = ROOT) -> dict[str, list[tuple[str, str]]]:
     """Claim ID -> [(name pattern, where)] of every measurement a test of it records."""
     return static_figure_checks(root, _RECORD_CALLS)
+
+
+@dataclass(frozen=True)
+class StaticControl:
+    """A ``@control(...)`` of a claim module, as its source declares it."""
+    name: str
+    claims: tuple[str, ...]
+    expect: str
+    what: str
+    where: str                 # 'claims/...py::function'
+    empty: bool                # its body perturbs nothing yet (new-claim's stub)
+
+
+def _does_nothing(fn) -> bool:
+    """A body of a docstring, ``pass`` or ``...`` only."""
+    return all(isinstance(s, ast.Pass)
+               or isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) for s in fn.body)
+
+
+def static_controls(root: Path = ROOT) -> list[StaticControl]:
+    """Every negative, positive and level control under claims/, found by reading the source
+    (support/harness/controls.py registers them when a module is imported; this sees them
+    without importing torch or JAX)."""
+    found = []
+    for path in sorted((root / "claims").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+            for dec in fn.decorator_list:
+                if not (isinstance(dec, ast.Call) and getattr(dec.func, "id", getattr(
+                        dec.func, "attr", "")) == "control"):
+                    continue
+                kw = {k.arg: k.value.value for k in dec.keywords
+                      if isinstance(k.value, ast.Constant)}
+                found.append(StaticControl(
+                    kw.get("name") or fn.name.strip("_").replace("_", "-"),
+                    tuple(a.value for a in dec.args if isinstance(a, ast.Constant)),
+                    kw.get("expect", "red"), str(kw.get("what", "")),
+                    f"{path.relative_to(root)}::{fn.name}", _does_nothing(fn)))
+    return found
+
+
+def figure_gaps(registry: dict, checks: dict, ids=None) -> tuple[list[str], list[str]]:
+    """What the tests and the entries of ``ids`` (every claim by default) disagree on, from
+    :func:`static_figure_checks`: (the figures an entry holds that no test of it checks, the
+    names a test checks that its entry lacks). A name used in a module's helper counts for
+    every claim of the module, so it is wrong only if no claim there has it; a name computed
+    at run time cannot be read, and is reported."""
+    ids = list(registry) if ids is None else ids
+    unchecked, unknown = [], []
+    for cid in ids:
+        pats = [p for p, _ in checks.get(cid, []) if p != "<computed>"]
+        unchecked += [f"{cid}: {name!r}" for name in registry[cid].figures
+                      if not any(re.fullmatch(p, name) for p in pats)]
+        for pat, where in checks.get(cid, []):
+            if pat == "<computed>":
+                unknown.append(f"{where}: a figure name computed at run time (use a literal "
+                               "or an f-string)")
+            elif not any(re.fullmatch(pat, n) for n in registry[cid].figures) and not any(
+                    re.fullmatch(pat, n) for other, uses in checks.items()
+                    if other != cid and other in registry and (pat, where) in uses
+                    for n in registry[other].figures):
+                unknown.append(f"{where}: {cid} has no figure matching {pat!r}")
+    return unchecked, unknown

@@ -25,7 +25,7 @@ from support.reports import kept as kept_runs, report as report_mod
 from support.rules.expectations import Erratum, Expectation, Span, load_expectations
 from support.rules.registry import RegistryError
 from support.tests.test_html_report import _browser, _render
-from support.tests.test_notes import FILES, NOTES, _report, _variant
+from support.tests.test_notes import FILES, NOTES, _report, _variant, notes_or_skip
 
 MAX_CELL = 400          # "no cell longer than a few sentences"
 
@@ -43,11 +43,7 @@ def expectations(registry):
 
 @pytest.fixture(scope="module")
 def docs(registry):
-    paths = [NOTES / name for name in FILES.values()]
-    absent = [str(p) for p in paths if not p.exists()]
-    if absent:
-        pytest.skip(f"the CI copies of the notes are not beside the checkout: {', '.join(absent)}")
-    return notes.read_all(registry, paths)
+    return notes.read_all(registry, list(notes_or_skip().values()))
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,19 @@ from support.tests.test_html_report import HAS_MPL, _browser, _render
 ROOT = Path(__file__).resolve().parents[2]
 NOTES = ROOT / ".." / "shared" / "notes"
 FILES = {"lecture": "lecture-11-notes.txt", "sheet": "frameworks-summary.txt"}
+# how every test that needs the notes' text says so where they are absent (a fresh clone with
+# nothing beside it: support/tests/test_contributor.py runs the lints there)
+NEEDS_NOTES = "needs the notes' text"
+
+
+def notes_or_skip() -> dict[str, Path]:
+    """{document: path} of the CI copies of the notes; skip, saying so, where they are absent."""
+    paths = {doc: NOTES / name for doc, name in FILES.items()}
+    absent = [str(p) for p in paths.values() if not p.exists()]
+    if absent:
+        pytest.skip(f"{NEEDS_NOTES}: the CI copies of the notes are not beside the checkout: "
+                    f"{', '.join(absent)} (../shared/notes)")
+    return paths
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +48,7 @@ def registry():
 
 @pytest.fixture(scope="module")
 def texts() -> dict[str, str]:
-    paths = {doc: NOTES / name for doc, name in FILES.items()}
-    absent = [str(p) for p in paths.values() if not p.exists()]
-    if absent:
-        pytest.skip(f"the CI copies of the notes are not beside the checkout: {', '.join(absent)} "
-                    "(../shared/notes); the locator needs them")
-    return {doc: p.read_text(encoding="utf-8") for doc, p in paths.items()}
+    return {doc: p.read_text(encoding="utf-8") for doc, p in notes_or_skip().items()}
 
 
 def _locate(registry, tmp_path: Path, texts: dict[str, str], suffix=".txt") -> dict:
@@ -145,7 +153,9 @@ def test_no_sentence_of_the_notes_is_in_the_notes_modules(texts):
     """The locator and its tests hold fingerprints, never sentences (the registry adds only
     24 hex digits per claim: test_every_registry_entry_has_a_fingerprint_and_no_text)."""
     mine = [*sorted((ROOT / "support" / "notes").glob("*.py")),
-            ROOT / "support" / "tests" / "test_notes.py"]
+            ROOT / "support" / "harness" / "contributor.py",
+            ROOT / "support" / "tests" / "test_notes.py",
+            ROOT / "support" / "tests" / "test_contributor.py"]
     held = " ".join(" ".join(notes.words(p.read_text(encoding="utf-8"))) for p in mine)
     for text in texts.values():                  # sentences, not headings (the registry's
         for s in notes.sentences(text):          # `section` names them)
