@@ -156,11 +156,15 @@ def outcome(control: Control, claim: str, variants: list[dict], timing: bool = F
              and set(_drifting(v)) & set(control.moves)]
     if named:
         return "red", _first(named)
+    # a drift of figures it does not name beside an undecided comparison: the comparison
+    # the control aims at is what is left undecided
+    undecided = [v for v in ran if v["verdict"] == "inconclusive"
+                 or v["verdict"] == "drift" and _open(v)]
+    drifted = [v for v in drifted if not _open(v)]
     if drifted:
         return "survived", ("drifts, but on figures the control does not name: "
                             + _first(drifted))
-    undecided = [v for v in ran if v["verdict"] == "inconclusive"]
-    if timing and undecided and all(v["verdict"] == "inconclusive" for v in ran):
+    if timing and undecided and len(undecided) == len(ran):
         return "undecided", ("inconclusive under the control (other work disturbed the "
                              "trials): " + _first(undecided))
     return "survived", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}"
@@ -215,7 +219,8 @@ def _level(ran: list[dict]) -> tuple[str, str]:
     inconclusive is what an honest interval says of them, red (a bound that asks for more than
     equality, decided) is as good. As for a negative control, one variant suffices: the
     control may reach one half of a sentence whose other half, tested apart, still holds."""
-    off = [v for v in ran if v["verdict"] in ("fails", "inconclusive")]
+    off = [v for v in ran if v["verdict"] in ("fails", "inconclusive")
+           or v["verdict"] == "drift" and _open(v)]
     if off:
         return "level", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}" for v in off)
     return "survived", ("its comparison still decided with its two sides made equal: "
@@ -252,6 +257,14 @@ def landings(control: Control, variants: list[dict], result: str) -> list[dict]:
                                                     if m.get("interval") else {}),
                             "outcome": m["outcome"], **where})
     return out
+
+
+def _open(variant: dict) -> bool:
+    """Whether a bound of the variant's qualitative claim was left undecided (a drift beside
+    it is reported as drift: a decided figure is never hidden)."""
+    return any(isinstance(m, dict) and m.get("outcome") == "undecided"
+               and m.get("decided_by") == "bound"
+               for m in (variant.get("figures") or {}).values())
 
 
 def _drifting(variant: dict) -> list[str]:

@@ -123,13 +123,18 @@ def test_a_variant_holds_drifts_fails_or_is_inconclusive_by_its_figures():
     assert o.verdict == "inconclusive" and "[0.9, 1.1]" in o.reason
 
 
-def test_an_undecided_bound_outranks_a_figure_outside_its_tolerance():
-    # drift says "the qualitative claim held": not while one of its bounds is undecided
-    bound = dict(fig("undecided"), decided_by="bound")
+def test_a_decided_figure_is_never_hidden_by_an_undecided_one():
+    # the worst decided figure decides: a stated figure outside its tolerance is a drift
+    # beside an undecided bound (named in the reason), a broken bound a failure
+    bound = dict(fig("undecided", interval=(0.9, 1.1)), decided_by="bound")
     edge = dict(fig("undecided"), decided_by="tolerance")
-    assert outcome(measurements={"a": fig("outside"), "b": bound}).verdict == "inconclusive"
-    # a figure merely straddling its tolerance edge leaves a resolved drift a drift
+    o = outcome(measurements={"a": fig("outside"), "b": bound})
+    assert o.verdict == "drift" and o.figures == ("a",)
+    assert "b = " in o.reason and "straddles" in o.reason
+    assert outcome(measurements={"a": fig("broken"), "b": bound}).verdict == "fails"
     assert outcome(measurements={"a": fig("outside"), "b": edge}).verdict == "drift"
+    # inconclusive only when nothing decided is wrong
+    assert outcome(measurements={"a": fig("within"), "b": bound}).verdict == "inconclusive"
 
 
 def test_an_assertion_is_fails_anything_else_error_and_nothing_recorded_error():
@@ -231,11 +236,13 @@ def test_halt_judges_the_example_not_the_running_worst():
 
 
 def test_an_undecided_comparison_does_not_hide_a_figure_that_moved():
-    """SPLIT-05: the gain difference straddles its bound (inconclusive), while a printed
-    figure of the same test left its tolerance: the reason says so."""
+    """SPLIT-05: the gain difference straddles its bound, while a printed figure of the same
+    test left its tolerance: the printed figure moved whatever the comparison says, so the
+    variant drifts on it, and the reason names the undecided comparison beside it."""
     ms = {"gain difference": {**fig("undecided", 0.18, "bound > 0", (-0.2, 0.6)),
                               "decided_by": "bound"},
           "HGB gain": fig("outside", 1.95, "stated 1.81")}
     o = outcome(measurements=ms)
-    assert o.verdict == "inconclusive" and o.figures == ("gain difference",)
+    assert o.verdict == "drift" and o.figures == ("HGB gain",)
     assert "HGB gain = 1.95 is outside stated 1.81" in o.reason
+    assert "gain difference = 0.18 [-0.2, 0.6] straddles" in o.reason
