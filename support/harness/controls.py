@@ -56,10 +56,13 @@ reports per control and claim what the verdict became (:func:`outcome`):
   process-scope control whose every test needs a device absent here (:func:`absent_here`)
   gets no session of its own, only that entry.
 
-The run writes ``controls.json`` (default ``reports/controls/``); a claims report written
-beside it (``reports/``) marks each claim *controlled* (every control of it that ran behaved
-as declared: red, green for a positive control, level for a level control) or not, and lists each control's outcome,
-with the reason the registry gives (``control_reason``) where no control is possible.
+The run writes ``controls.json`` (default ``reports/controls/``) and folds its outcomes into
+this machine's ledger (:func:`remember`); a claims report written beside it (``reports/``)
+marks each claim *controlled* (the last run of every control of it behaved as declared: red,
+green for a positive control, level for a level control), *not run this time* (none of its
+controls ran: each shown by its last outcome and the run that produced it) or not, and lists
+each control's outcome, with the reason the registry gives (``control_reason``) where no
+control is possible.
 """
 from __future__ import annotations
 
@@ -390,37 +393,124 @@ def as_declared(counts: dict[str, int]) -> bool:
 SCALED_KINDS = ("c", "d", "e")
 
 
-def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> dict:
-    """Per claim: its controls and whether one turned it red (``controlled``), or why not."""
+def summarise(controls: list[dict], registry: dict, baseline: dict | None,
+              known: dict[str, list[str]] | None = None, ledger: dict | None = None,
+              left: tuple[str, ...] = ()) -> dict:
+    """Per claim: its controls and whether they turned it red (``controlled``), or why not.
+
+    ``known``: claim -> the names of every control written for it (those this run left to a
+    later rotation, ``left``, included); ``ledger``: the last outcome of each control and
+    claim on this machine (:func:`remember`). A control that did not run this time is judged by its last
+    outcome, shown with the run (commit, date) that produced it: ``uncontrolled`` means no
+    control exists or the last ones did not do as declared, never that they did not run this
+    time (``not run this time``)."""
     verdicts = {c["id"]: c["verdict"] for c in (baseline or {}).get("claims", [])}
+    known, ledger = known or {}, ledger or {}
     out = {}
     for cid, claim in sorted(registry.items()):
         if claim.kind == "h" or claim.status != "testable":
             continue
         mine = [c for c in controls if cid in c["results"]]
-        seen = [c["results"][cid]["outcome"] for c in mine]
-        # controlled only when every control that ran did what it declared
-        if "survived" in seen or "stayed red" in seen:
+        ran = {c["name"]: c["results"][cid] for c in mine
+               if c["results"][cid]["outcome"] != "not run"}
+        why_not = {c["name"]: c["results"][cid].get("evidence", "") for c in mine
+                   if c["name"] not in ran}
+        names = list(dict.fromkeys([c["name"] for c in mine] + list(known.get(cid, ()))))
+        earlier = {}
+        for name in names:
+            if name in ran:
+                continue
+            last = (ledger.get(name) or {}).get(cid)
+            earlier[name] = ({k: last[k] for k in ("outcome", "commit", "date") if k in last}
+                             if last else {"outcome": None})
+            earlier[name]["why"] = why_not.get(name) or (
+                "left to a later rotation" if name in left else "not selected in this run")
+        seen = [r["outcome"] for r in ran.values()]
+        latest = seen + [e["outcome"] for e in earlier.values() if e["outcome"]]
+        # controlled only when the last run of every control did what it declared
+        if "survived" in latest or "stayed red" in latest:
             state = "survived"
-        elif "broken" in seen:
+        elif "broken" in latest:
             state = "broken"
         elif any(o in AS_DECLARED for o in seen):
             state = "controlled"
         elif "undecided" in seen:
             state = "undecided"
-        elif seen:
-            state = "not run"
+        elif names:
+            from support.reports.report import NOT_RUN_THIS_TIME as state
         else:
             state = "uncontrolled"
-        entry = {"state": state, "controls": [c["name"] for c in mine],
-                 "outcomes": {c["name"]: c["results"][cid]["outcome"] for c in mine}}
-        if state == "controlled" and claim.kind[0] in SCALED_KINDS:
-            entry["scale"] = scale([c["results"][cid] for c in mine])
+        entry = {"state": state, "controls": names,
+                 "outcomes": {n: r["outcome"] for n, r in ran.items()}}
+        if earlier:
+            entry["not_run_this_time"] = earlier
+        if state not in ("survived", "broken", "undecided", "uncontrolled") \
+                and claim.kind[0] in SCALED_KINDS:
+            entry["scale"] = scale(list(ran.values()) + [
+                ledger[n][cid] for n in earlier if cid in (ledger.get(n) or {})])
         if claim.control_reason:
             entry["reason"] = claim.control_reason
         if cid in verdicts:
             entry["verdict_without_control"] = verdicts[cid]
         out[cid] = entry
+    return out
+
+
+LEDGER = "controls-ledger.json"
+
+
+def ledger_file():
+    """This machine's ledger of control outcomes (the user cache), read by every controls
+    run for the controls it leaves to a later rotation."""
+    from support.lab.data import cache_dir
+    return cache_dir() / LEDGER
+
+
+def read_ledger(path=None) -> dict:
+    """control name -> claim -> its last outcome that ran (outcome, evidence, near, commit,
+    date); an unreadable or absent ledger is an empty one."""
+    import json
+    path = path or ledger_file()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data.get("controls", {}) if isinstance(data, dict) else {}
+
+
+def remember(results: list[dict], commit: str, date: str, path=None) -> dict:
+    """Fold this run's outcomes into the ledger (a control that did not run keeps its last
+    outcome), written whole and atomically; returns the ledger. A cache that cannot be
+    written is left as it was."""
+    import json
+    import os
+    path = path or ledger_file()
+    data = read_ledger(path)
+    for r in results:
+        for cid, res in r["results"].items():
+            if res["outcome"] == "not run":
+                continue
+            kept = {"outcome": res["outcome"], "evidence": res["evidence"][:300],
+                    "commit": commit, "date": date}
+            if "near" in res:
+                kept["near"] = res["near"]
+            data.setdefault(r["name"], {})[cid] = kept
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{LEDGER}.{os.getpid()}")
+        tmp.write_text(json.dumps({"schema": 1, "controls": data}, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return data
+
+
+def known_controls(found: dict[str, Control]) -> dict[str, list[str]]:
+    """claim -> the names of every control written for it."""
+    out: dict[str, list[str]] = {}
+    for c in found.values():
+        for cid in c.claims:
+            out.setdefault(cid, []).append(c.name)
     return out
 
 
@@ -540,11 +630,14 @@ def run(command: str, args) -> int:
             results.append(evaluate(c, rep, wall, "process", registry))
             print(f"controls: {c.name} ({', '.join(c.claims)}), its own session, {wall:.0f} s")
     baseline = json.loads(args.report.read_text()) if args.report.is_file() else None
-    summary = summarise(results, registry, baseline)
+    date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    # what ran now joins this machine's ledger; what did not is judged by its last outcome
+    ledger = remember(results, commit, date)
+    summary = summarise(results, registry, baseline, known_controls(found), ledger,
+                        tuple(left))
     counts = count(results)
     wall = time.monotonic() - t0
-    data = {"schema": 1, "suite_commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    data = {"schema": 1, "suite_commit": commit, "date": date,
             "environment": fingerprint.label(baseline["environment"]) if baseline else None,
             "wall_s": round(wall, 1), "counts": counts,
             "rotation": {"process_controls": len(procs), "start": start,
