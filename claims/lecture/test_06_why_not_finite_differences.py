@@ -12,7 +12,6 @@ import torch
 from support.harness.controls import control
 from support.lab import toy
 from support.lab.jaxutil import x64
-from support.lab.perturb import retraced
 from support.lab.properties import EPS64
 from support.rules import tolerances
 
@@ -22,7 +21,6 @@ def _tanh_derivative_scaled(mp, factor: float) -> None:
     unchanged)."""
     import jax
     import jax.numpy as jnp
-    retraced(mp)
     real = torch.tanh
 
     class Tanh(torch.autograd.Function):

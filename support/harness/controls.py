@@ -320,6 +320,91 @@ def absent_here(c: Control) -> str | None:
     return "; ".join(sorted(reasons)) if tests else None
 
 
+# the packages of this checkout: a control perturbs the library, never their code
+SUITE_PACKAGES = ("support", "claims", "conftest")
+# the one place of this repository a control may change: the concrete table as read (its
+# class's values), standing for another data file, which the loader would refuse as edited
+# (support/lab/perturb.py, read_as): the data a sentence is about, not code a test runs
+DATA_TABLE = "support.lab.data.Concrete"
+
+
+class _Recording:
+    """A stand-in for ``pytest.MonkeyPatch`` that applies nothing and keeps what a control
+    asks it to change (:func:`suite_patches`)."""
+
+    _NOTSET = object()
+
+    def __init__(self):
+        self.asked: list[tuple[str, object, str]] = []
+
+    def setattr(self, target, name=_NOTSET, value=_NOTSET, raising=True):
+        if isinstance(target, str) and value is self._NOTSET:
+            target, _, name = target.rpartition(".")
+        self.asked.append(("setattr", target, str(name)))
+
+    def delattr(self, target, name=_NOTSET, raising=True):
+        if isinstance(target, str) and name is self._NOTSET:
+            target, _, name = target.rpartition(".")
+        self.asked.append(("delattr", target, str(name)))
+
+    def setitem(self, dic, name, value):
+        self.asked.append(("setitem", dic, str(name)))
+
+    def delitem(self, dic, name, raising=True):
+        self.asked.append(("delitem", dic, str(name)))
+
+    def setenv(self, name, value, prepend=None):
+        pass
+
+    def delenv(self, name, raising=True):
+        pass
+
+    def syspath_prepend(self, path):
+        pass
+
+    def chdir(self, path):
+        pass
+
+
+def _suite_name(target) -> str | None:
+    """The name of the module, class or function of this repository ``target`` is, or whose
+    code it belongs to; None for anything else (a library's, a builtin)."""
+    import types
+    if isinstance(target, str):
+        name = target
+    elif isinstance(target, types.ModuleType):
+        name = target.__name__
+    elif isinstance(target, (type, types.FunctionType, types.MethodType)):
+        name = f"{target.__module__}.{target.__qualname__}"
+    else:
+        name = f"{type(target).__module__}.{type(target).__qualname__}"
+    return name if name.split(".")[0] in SUITE_PACKAGES else None
+
+
+def suite_patches(c: Control) -> list[str]:
+    """What ``c`` changes of this repository's own code: a module of it, or a function or
+    class of one, set or deleted (``mp.setattr(experiments, "_jobs", ...)``, the string form
+    ``"support.lab.experiments._jobs"``, ``sys.modules[__name__]``), or an item of a mapping
+    one of its modules holds. The concrete table (:data:`DATA_TABLE`) is the data, not code.
+    The control is run against a recording stand-in: nothing is applied."""
+    import sys
+    rec = _Recording()
+    c.apply(rec)
+    out = []
+    for how, target, name in rec.asked:
+        if how in ("setitem", "delitem"):
+            owners = [m for m, mod in list(sys.modules.items())
+                      if m.split(".")[0] in SUITE_PACKAGES
+                      and any(v is target for v in list(vars(mod).values()))]
+            if owners:
+                out.append(f"mp.{how}(a mapping of {owners[0]}, {name!r})")
+            continue
+        where = _suite_name(target)
+        if where and where != DATA_TABLE:
+            out.append(f"mp.{how}({where}, {name!r})")
+    return out
+
+
 def _pytest(args: list[str], out, env_extra: dict, log) -> tuple[int, dict, float]:
     """One pytest session of the suite (claims only); returns (exit status, report, seconds)."""
     import json
@@ -444,10 +529,11 @@ def summarise(controls: list[dict], registry: dict, baseline: dict | None,
                  "outcomes": {n: r["outcome"] for n, r in ran.items()}}
         if earlier:
             entry["not_run_this_time"] = earlier
+        judged = list(ran.values()) + [ledger[n][cid] for n in earlier
+                                       if cid in (ledger.get(n) or {})]
         if state not in ("survived", "broken", "undecided", "uncontrolled") \
-                and claim.kind[0] in SCALED_KINDS:
-            entry["scale"] = scale(list(ran.values()) + [
-                ledger[n][cid] for n in earlier if cid in (ledger.get(n) or {})])
+                and claim.kind[0] in SCALED_KINDS and judged:
+            entry["scale"] = scale(judged)
         if claim.control_reason:
             entry["reason"] = claim.control_reason
         if cid in verdicts:
