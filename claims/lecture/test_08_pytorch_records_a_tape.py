@@ -15,7 +15,8 @@ from torch import nn
 
 from support.harness.controls import control
 from support.lab import toy
-from support.lab.perturb import step_on
+from support.lab.nested import D_IN, nested_model, param_groups
+from support.lab.perturb import first_group_only, step_on
 from support.lab.train_torch import BATCH, mlp
 from support.machine.memory import (
     LiveTensors,
@@ -277,9 +278,45 @@ def test_zero_grad_clears_and_step_reads_grad(claim):
     assert all(torch.allclose(p, a - 0.1 * p.grad) for a, p in zip(before, model.parameters()))
 
 
+@pytest.mark.claim("TAPE-08")
+def test_zero_grad_clears_and_step_reads_grad_in_every_parameter_group(claim):
+    """The loop as real recipes set it up: the realistic nested model and an optimizer with
+    three parameter groups (decay, no decay, the head at its own lr). zero_grad() clears every
+    group's .grad; step() then has nothing to read and moves nothing; after a backward it
+    reads each parameter's .grad at its group's lr."""
+    torch.manual_seed(0)
+    model = nested_model()
+    opt = torch.optim.SGD(param_groups(model, lr=0.1, weight_decay=0.0), lr=0.1)
+    model(torch.randn(16, D_IN)).sum().backward()
+    opt.zero_grad()
+    left = [n for n, p in model.named_parameters()
+            if p.grad is not None and torch.count_nonzero(p.grad)]
+    claim.record("parameters with a gradient left after zero_grad", left)
+    assert not left, f"zero_grad() left gradients in {left}"
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.step()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    model(torch.randn(16, D_IN)).sum().backward()
+    opt.step()
+    lr = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    off = [n for (n, p), a in zip(model.named_parameters(), before)
+           if not torch.allclose(p, a - lr[id(p)] * p.grad)]
+    claim.record("groups and their lr", {g["name"]: g["lr"] for g in opt.param_groups})
+    assert not off, f"step() did not apply .grad at its group's lr to {off}"
+
+
 @control("TAPE-08", what="optimizer.zero_grad() leaves the gradients in .grad as they are")
 def zero_grad_clears_nothing(mp):
     mp.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)
+
+
+@control("TAPE-08", "LOOP-14",
+         what="optimizer.zero_grad() and SGD's step() act on the optimizer's first parameter "
+              "group only: the rest keep their gradients and are never stepped")
+def zero_grad_and_step_see_the_first_group(mp):
+    # the sentences' own scale, 'the optimizer' as recipes build it: one group cannot show it
+    first_group_only(mp, torch.optim.Optimizer, "zero_grad")
+    first_group_only(mp, torch.optim.SGD, "step")
 
 
 @pytest.mark.claim("LOOP-14")
@@ -304,6 +341,26 @@ def test_optimizer_step_reads_grad_and_updates_the_parameters(claim):
     opt.step()
     claim.record('unchanged_without_grad', torch.equal(p.detach(), before))
     assert torch.equal(p.detach(), before)
+
+
+@pytest.mark.claim("LOOP-14")
+def test_step_reads_grad_and_updates_every_parameter_group(claim):
+    """'optimizer.step() reads .grad and updates the parameters', for an optimizer as recipes
+    build it: the realistic nested model in three parameter groups, each at its own lr, every
+    .grad set by hand (no backward): each parameter moves by its group's lr times it."""
+    torch.manual_seed(0)
+    model = nested_model()
+    opt = torch.optim.SGD(param_groups(model, lr=0.1, weight_decay=0.0), lr=0.1)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 2.0)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt.step()
+    lr = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    moved = {n: bool(torch.allclose(p.detach(), before[n] - lr[id(p)] * 2.0))
+             for n, p in model.named_parameters()}
+    claim.record("parameters moved by their group's lr times .grad",
+                 f"{sum(moved.values())} of {len(moved)}")
+    assert all(moved.values()), [n for n, ok in moved.items() if not ok]
 
 
 @control("LOOP-14", what="SGD's step reads only the sign of .grad, not its values "
