@@ -78,9 +78,12 @@ TABLE: dict[str, Tol] = {
     "mpa:difference": Tol(printed=True, atol=0.03, key="mpa:difference"),
     # A standard error of n paired runs (std/sqrt(n), MPa): the std of the paired
     # differences moves by at most the RMS of the differences' own movement (the triangle
-    # inequality), about 0.03 MPa, so the SE by 0.03/sqrt(n) <= 0.008 for n >= 15: 0.01.
+    # inequality), about 0.03 MPa, so the SE by 0.03/sqrt(n) <= 0.008 for n >= 15; and the
+    # notes print their own SE to two decimals, so it lay anywhere within 0.005 of the
+    # printed figure before a build moved it: 0.015. (0.01 decided the scaler leak's SE,
+    # printed 0.06, at a hair: 0.04999 on one CPU's kernels, 0.053 on another's.)
     # mpa:mean's 0.05 would accept anything from 0.01 to 0.11 for a printed 0.06.
-    "mpa:se": Tol(printed=True, atol=0.01, key="mpa:se"),
+    "mpa:se": Tol(printed=True, atol=0.015, key="mpa:se"),
     # A spread of n runs (the std over seeds and folds, MPa): by the same triangle inequality
     # it moves by at most the RMS of the runs' own movement across builds, about 0.02-0.03
     # MPa (protocol §7.4), so 0.03. mpa:mean's 0.05 is a sixth of a printed 0.29.
