@@ -123,6 +123,32 @@ def test_a_variant_holds_drifts_fails_or_is_inconclusive_by_its_figures():
     assert o.verdict == "inconclusive" and "[0.9, 1.1]" in o.reason
 
 
+def test_a_figure_outside_its_tolerance_is_outside_while_its_bound_straddles():
+    """AD-14: the count 3.498 [2.896, 3.498] lies wholly below its stated 4's band [3.5, 4.5]
+    (it moved, decided) while its interval straddles the bound >= 3: the figure is outside,
+    and only a broken bound outranks that."""
+    from support.rules.tolerances import TABLE, judge_where
+    b = (Bound.parse(">= 3"),)
+    assert judge_where(3.498, (2.896, 3.498), 4, TABLE["orders"], b) == ("outside", "tolerance")
+    assert judge_where(3.8, (2.896, 3.9), 4, TABLE["orders"], b) == ("undecided", "bound")
+    assert judge_where(2.5, (2.4, 2.6), 4, TABLE["orders"], b) == ("broken", "bound")
+
+
+def test_a_reach_goes_both_ways_unless_every_computation_moves_the_figure_one_way():
+    """REACH: how far rounding alone moves a figure; REACH_SIDE: a reach whose every
+    alternative computation moves the figure one way stops at the measured value (AD-14's
+    count: torch's and JAX's loss give fewer orders than NumPy's, never more)."""
+    from support.rules import tolerances
+    both = tolerances.within_reach(0.0, "mpa:mean of 5")
+    r = tolerances.REACH["mpa:mean of 5"]
+    assert both["interval"] == (-r, r) and "+- 0.11" in both["note"]
+    one = tolerances.within_reach(3.5, "orders:best central difference")
+    assert one["interval"] == (3.5 - tolerances.REACH["orders:best central difference"], 3.5)
+    assert "- 0.60" in one["note"] and "+-" not in one["note"]
+    assert set(tolerances.REACH_SIDE) <= set(tolerances.REACH)
+    assert set(tolerances.REACH_SIDE.values()) <= {"below", "above"}
+
+
 def test_a_decided_figure_is_never_hidden_by_an_undecided_one():
     # the worst decided figure decides: a stated figure outside its tolerance is a drift
     # beside an undecided bound (named in the reason), a broken bound a failure
