@@ -18,6 +18,7 @@ import pytest
 from support.harness.controls import control
 from support.lab import toy
 from support.lab.jaxutil import refusal, x64
+from support.machine import devices
 
 FORWARD = ["dot_general", "add", "tanh", "dot_general", "add", "sub", "integer_pow"]
 
@@ -241,15 +242,23 @@ def gradient_is_not_differentiable(mp):
 
 
 @pytest.mark.claim("JIT-13")
-def test_jit_compiles_through_xla(claim):
+@pytest.mark.parametrize("device", devices.params("jax:cpu", "jax:gpu"))
+def test_jit_compiles_through_xla(claim, device):
+    """"jax.jit compiles the result through XLA, the compiler JAX uses to generate code for
+    CPUs, GPUs and TPUs": XLA's program for each device this machine has, its GPU half the
+    required variant (a TPU no machine of the suite's has)."""
+    here = devices.jax_device(device)
     f = jax.jit(lambda x: jnp.tanh(x) * 2.0)
-    lowered = f.lower(jnp.ones(3))
+    x = jax.device_put(jnp.ones(3), here)
+    lowered = f.lower(x)
     text = lowered.as_text()
     compiled = lowered.compile()
+    out = compiled(x)
     claim.record("lowered_dialect", "stablehlo" if "stablehlo" in text else text.split()[0])
-    claim.record("backend", jax.default_backend())
+    claim.record("backend", here.platform)
     assert "stablehlo" in text or "HloModule" in text
-    assert np.allclose(compiled(jnp.ones(3)), np.tanh(1.0) * 2.0)
+    assert out.devices() == {here}, f"XLA's program ran on {out.devices()}, not {here}"
+    assert np.allclose(np.asarray(out), np.tanh(1.0) * 2.0)
 
 
 @control("JIT-13", what="jax.jit hands nothing to XLA: it lowers to the jaxpr and runs it op by "
