@@ -462,7 +462,11 @@ def test_non_differentiable_steps_return_silent_zero_gradients(claim, net, frame
         try:
             loss, (gW, gb) = model(net, op)
             raised = ""
-        except RuntimeError as exc:           # autograd refused instead of handing one back
+        except RuntimeError as exc:
+            # the sentence's "undefined gradient": autograd has no derivative for the step and
+            # hands nothing back (any other error is one)
+            if "not implemented" not in str(exc):
+                raise
             gW = gb = None
             raised = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     claim.record("raised", raised or "no")
@@ -475,8 +479,10 @@ def test_non_differentiable_steps_return_silent_zero_gradients(claim, net, frame
             alone = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         claim.record("the loss through the step alone: raised", alone,
                      note="w -> step(w) -> loss, no differentiable path beside the step")
-    # a refusal ends the test here: no gradient was handed back to look at
-    claim.check("a gradient is handed back", not raised, halt=True)
+    # an undefined gradient ends the test here: nothing was handed back to warn of
+    claim.record("gradient", "undefined: backward raises" if raised else "handed back")
+    if raised:
+        return
     given = {k: "none (not in the graph)" if g is None else np.asarray(g, np.float64).tolist()
              for k, g in (("W", gW), ("b", gb))}
     claim.record("gradient handed back for W and b", given)
@@ -531,30 +537,6 @@ def round_and_sign_pass_the_gradient_through(mp):
     for name in ("round", "sign"):
         straight_through(torch, name, torch.Tensor.detach)
         straight_through(jnp, name, jax.lax.stop_gradient)
-
-
-@control("AD-19", expect="holds",
-         what="torch.heaviside has a derivative, zero everywhere (as jnp.heaviside's and "
-              "torch.sign's): inside the toy network backward() hands back a silent zero "
-              "gradient for W and b instead of raising, so every framework and step does")
-def heaviside_has_a_zero_derivative(mp):
-    real = torch.heaviside
-
-    class Heaviside(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, input, values):
-            ctx.shapes = input.shape, values.shape
-            return real(input, values)
-
-        @staticmethod
-        def backward(ctx, grad):
-            return grad.new_zeros(ctx.shapes[0]), grad.new_zeros(ctx.shapes[1])
-
-    def heaviside(input, values, *, out=None):
-        if out is not None:
-            return real(input, values, out=out)
-        return Heaviside.apply(input, values)
-    mp.setattr(torch, "heaviside", heaviside)
 
 
 @pytest.mark.usefixtures("one_torch_thread")
