@@ -28,8 +28,10 @@ import torch
 from support.harness.controls import control
 from support.lab import toy
 from support.lab.jaxutil import assert_default_precision, run_fresh_python, x64_enabled
+from support.lab.nested import D_IN, NestedNet, nested_model
 from support.lab.perturb import python_floats_become
 from support.lab.toy import careless_errors
+from support.machine import devices
 
 EPS64 = float(np.finfo(np.float64).eps)
 
@@ -106,28 +108,61 @@ def promotion_by_dtype_alone(mp):
                    _real(*promoted(self, other)))
 
 
+def _floating(model: torch.nn.Module) -> dict[str, str]:
+    """The dtype of each floating-point parameter and buffer of ``model``, by name."""
+    return {n: str(t.dtype) for n, t in (*model.named_parameters(), *model.named_buffers())
+            if t.is_floating_point()}
+
+
 @pytest.mark.claim("DTYPE-04")
 @pytest.mark.parametrize("how", ["dtype_argument", "double_tensor", "double_model",
                                  "set_default_dtype"])
-def test_pytorch_supports_float64_on_cpu(claim, how):
+@pytest.mark.parametrize("device", devices.params("cpu", "cuda"))
+def test_pytorch_supports_float64_on_cpu_and_cuda(claim, how, device):
+    """"It supports float64 fully on the CPU and on CUDA GPUs: pass dtype=torch.float64, call
+    .double() on a tensor or a model, or call torch.set_default_dtype(torch.float64) once":
+    each way, on each device. A model is the realistic nested one, whose batch norms and stage
+    keep floating-point buffers beside its parameters (a bare nn.Linear has none)."""
     if how == "dtype_argument":
-        dt = torch.zeros(2, dtype=torch.float64).dtype
+        dt = torch.zeros(2, dtype=torch.float64, device=device).dtype
     elif how == "double_tensor":
-        dt = torch.zeros(2).double().dtype
+        dt = torch.zeros(2, device=device).double().dtype
     elif how == "double_model":
-        dt = torch.nn.Linear(3, 1).double().weight.dtype
+        model = nested_model().double().to(device)
+        held = _floating(model)
+        kinds = sorted(set(held.values()))
+        claim.record("floating parameters and buffers", len(held))
+        claim.record("dtypes of the model's floating tensors", kinds)
+        claim.record("left in another dtype", [n for n, d in held.items() if d != "torch.float64"])
+        dt = kinds[0] if len(kinds) == 1 else f"mixed: {', '.join(kinds)}"
+        if kinds == ["torch.float64"]:
+            # full support: the model runs in float64 (train mode reads and moves its buffers)
+            out = model(torch.randn(16, D_IN, dtype=torch.float64, device=device))
+            assert out.dtype == torch.float64
     else:
         old = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         try:
-            dt = torch.nn.Linear(3, 1).weight.dtype
-            assert torch.tensor(1.0).dtype == torch.float64
+            kinds = sorted(set(_floating(NestedNet().to(device)).values()))
+            claim.record("dtypes of a new model's floating tensors", kinds)
+            assert kinds == ["torch.float64"], kinds
+            dt = torch.tensor(1.0, device=device).dtype
         finally:
             torch.set_default_dtype(old)
     claim.check('dtype', str(dt))
-    assert dt == torch.float64
-    # full support: float64 arithmetic is float64-accurate
-    assert (torch.tensor(1.0, dtype=torch.float64) + 1e-12).item() != 1.0
+    # full support: float64 arithmetic is float64-accurate, on the device
+    assert (torch.tensor(1.0, dtype=torch.float64, device=device) + 1e-12).item() != 1.0
+
+
+@control("DTYPE-04", what="nn.Module.double() casts a model's parameters and leaves its buffers "
+                          "(batch norm's running statistics, a stage's gain) in float32")
+def double_casts_parameters_only(mp):
+    # the sentence's own scale, 'a model': a bare nn.Linear has no buffers and cannot show it
+    def double(self):
+        for p in self.parameters():
+            p.data = p.data.double()
+        return self
+    mp.setattr(torch.nn.Module, "double", double)
 
 
 @control("DTYPE-04", "DTYPE-08", what="PyTorch adds float64 tensors in float32 and casts the "
