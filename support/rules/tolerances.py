@@ -128,15 +128,6 @@ REACH: dict[str, float] = {
     # NumPy's with its sums reversed) at 3.80e-13: up to 0.57 orders lower. A factor of 4:
     # 0.60 orders, below only (REACH_SIDE): every other computation gives fewer orders.
     "orders:best central difference": math.log10(4),
-    # Where the raw-input run's curve sits between the working loop's (0) and the loop that
-    # forgot zero_grad's (1) by their largest relapses, on a log scale (STORY-11's
-    # "smoothly"). The run without zero_grad is chaotic at float32 rounding: the strengths
-    # read 0.35 % low, 0.4 % low or 0.6 % high, which the standardised target undoes up to
-    # its rounding, end it at 15.2 to 15.4 MPa instead of 23.2, its validation relapse 2.345
-    # instead of 2.464 and its training-loss relapse 4.02 instead of 4.90, while the raw and
-    # working runs keep theirs. Measured (torch 2.13, AVX2): the validation figure 0.425 and
-    # 0.452, the training-loss one 0.083 and 0.096, 0.03 apart at most: 0.05.
-    "roughness:working loop 0 to no zero_grad 1": 0.05,
 }
 
 
