@@ -314,7 +314,7 @@ def zero_grad_clears_nothing(mp):
     mp.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)
 
 
-@control("TAPE-08", "LOOP-14",
+@control("TAPE-08", "LOOP-14", "TAPE-11",
          what="optimizer.zero_grad() and SGD's step() act on the optimizer's first parameter "
               "group only: the rest keep their gradients and are never stepped")
 def zero_grad_and_step_see_the_first_group(mp):

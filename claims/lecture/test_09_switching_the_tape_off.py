@@ -58,7 +58,7 @@ from support.harness.controls import control
 from support.lab import perturb
 from support.lab.data import lecture_split
 from support.lab.modes import N, binomial_ok, dropout_bn_model, zero_fraction
-from support.lab.nested import D_IN, depth, io_of, modules_of, nested_model
+from support.lab.nested import D_IN, depth, io_of, modules_of, nested_model, param_groups
 from support.lab.train_torch import mlp, prepare, rmse_mpa, seeded_mlp, torch_threads
 from support.machine import devices, timing
 from support.machine.memory import (
@@ -68,6 +68,7 @@ from support.machine.memory import (
     cuda_allocated,
     linear_fit,
 )
+from support.rules.tolerances import closeness
 
 BIG_ROWS = 8192
 
@@ -434,6 +435,41 @@ def test_in_place_update_is_legal_under_no_grad_as_in_optimizer_step(claim):
             setattr(sgd_mod, n, origs[n])
     claim.record("grad_enabled_inside_step", seen if seen else "not observed")
     assert seen and not any(seen)
+
+
+@pytest.mark.claim("TAPE-11")
+def test_step_is_the_no_grad_update_in_every_parameter_group(claim):
+    """'optimizer.step()' as recipes set it up: the realistic nested model in three parameter
+    groups, each at its own lr. step() is the manual in-place update p -= lr * p.grad under
+    no_grad, at each parameter's group's lr, and every parameter stays a leaf."""
+    torch.manual_seed(0)
+    model = nested_model()
+    manual = nested_model()
+    manual.load_state_dict(model.state_dict())
+    x = torch.randn(16, D_IN)
+    for m in (model, manual):
+        torch.manual_seed(1)                 # the same dropout masks in both
+        m(x).pow(2).sum().backward()
+    opt = torch.optim.SGD(param_groups(model, lr=0.1, weight_decay=0.0), lr=0.1)
+    opt.step()
+    lr = {n: g["lr"] for g in opt.param_groups for p in g["params"]
+          for n, q in model.named_parameters() if q is p}
+    refused = None
+    with torch.no_grad():
+        try:
+            for n, p in manual.named_parameters():
+                p -= lr[n] * p.grad
+        except RuntimeError as err:         # the refusal of TAPE-10, had no_grad not held
+            if "in-place operation" not in str(err):
+                raise
+            refused = str(err).splitlines()[0]
+    assert refused is None, f"the in-place update under no_grad was refused: {refused}"
+    off = [n for (n, a), b in zip(model.named_parameters(), manual.parameters())
+           if not torch.allclose(a, b, **closeness("float32:elementwise"))]
+    claim.record("groups and their lr", {g["name"]: g["lr"] for g in opt.param_groups})
+    claim.record("parameters whose step is not the manual update", off)
+    assert not off, f"step() is not the no_grad update at its group's lr for {off}"
+    assert all(p.is_leaf and p.grad_fn is None for p in model.parameters())
 
 
 @pytest.mark.claim("TAPE-15")
