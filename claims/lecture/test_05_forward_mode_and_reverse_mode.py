@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from support.harness.controls import control
 from support.lab.jaxutil import x64
-from support.lab.perturb import retraced
 from support.lab.properties import (
     check_rounding,
     shapes,
@@ -127,7 +126,6 @@ def forward_mode_in_single_precision(mp):
     import jax
     import jax.numpy as jnp
     from torch import func
-    retraced(mp)
 
     def rounded(real, to_single, *args, **kwargs):
         def jacobian(*primals):

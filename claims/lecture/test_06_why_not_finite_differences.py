@@ -12,7 +12,6 @@ import torch
 from support.harness.controls import control
 from support.lab import toy
 from support.lab.jaxutil import x64
-from support.lab.perturb import retraced
 from support.lab.properties import EPS64
 from support.rules import tolerances
 
@@ -22,7 +21,6 @@ def _tanh_derivative_scaled(mp, factor: float) -> None:
     unchanged)."""
     import jax
     import jax.numpy as jnp
-    retraced(mp)
     real = torch.tanh
 
     class Tanh(torch.autograd.Function):
@@ -211,7 +209,9 @@ def test_stray_python_floats_lift_the_error_to_about_1e_7(claim, net):
     hand = toy.hand_gradient(net.params, net.x, net.y)
     clean = toy.max_abs_diff(toy.torch_gradient(net), hand)
     careless = toy.max_abs_diff(toy.torch_gradient(net, careless=True), hand)
-    claim.check('autodiff_error', clean, note="the figure puts the autodiff lines 'near 1e-17'; the body says 4.4e-16")
+    claim.check('autodiff_error', clean, note="PyTorch's autodiff line; the body says 1.7e-18")
+    claim.check('jax_autodiff_error', toy.max_abs_diff(toy.jax_gradient(net), hand),
+                note="JAX's autodiff line; the body says 4.4e-16")
     claim.check('careless_error', careless)
     claim.record("autodiff_error, torch's W x summed by halving",
                  toy.max_abs_diff(toy.torch_gradient(net, sums="halving"), hand),
@@ -227,18 +227,22 @@ def tanh_derivative_approximate(mp):
     _tanh_derivative_scaled(mp, 1 + 1e-9)
 
 
+def _exact_rows(W, x) -> np.ndarray:
+    """W @ x (2-D by 1-D) with each row's sum of products rounded once, exactly (as a kernel
+    with an exact accumulator returns it)."""
+    from fractions import Fraction
+    xs = [Fraction(float(v)) for v in np.asarray(x).tolist()]
+    return np.array([float(sum(Fraction(float(w)) * v for w, v in zip(row, xs)))
+                     for row in np.asarray(W).tolist()], dtype=np.float64)
+
+
 class _CorrectlyRoundedMv(torch.autograd.Function):
-    """W @ x (float64, 2-D by 1-D) with each row's sum of products rounded once, exactly (as
-    a kernel with an exact accumulator returns it); backward as torch's mv: g x^T and W^T g."""
+    """torch's W @ x (float64) rounded once per row; backward as torch's mv: g x^T, W^T g."""
 
     @staticmethod
     def forward(ctx, W, x):
-        from fractions import Fraction
         ctx.save_for_backward(W, x)
-        xs = [Fraction(float(v)) for v in x.tolist()]
-        rows = [float(sum(Fraction(float(w)) * v for w, v in zip(row, xs)))
-                for row in W.tolist()]
-        return torch.tensor(rows, dtype=W.dtype)
+        return torch.tensor(_exact_rows(W.detach().numpy(), x.detach().numpy()), dtype=W.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -246,11 +250,39 @@ class _CorrectlyRoundedMv(torch.autograd.Function):
         return torch.outer(grad, x), torch.mv(W.t(), grad)
 
 
+def _jax_correctly_rounded_mv(mp) -> None:
+    """JAX's float64 W @ x (on arrays and on tracers) rounded once per row, its derivative
+    the product's (dW x + W dx)."""
+    import jax
+    import jax.numpy as jnp
+    from jax._src import core
+    from jax._src.array import ArrayImpl
+
+    @jax.custom_jvp
+    def mv(W, x):
+        return jax.pure_callback(_exact_rows, jax.ShapeDtypeStruct((W.shape[0],), W.dtype), W, x)
+
+    @mv.defjvp
+    def _mv_jvp(primals, tangents):
+        (W, x), (dW, dx) = primals, tangents
+        return mv(W, x), jnp.matmul(dW, x) + jnp.matmul(W, dx)
+
+    def exact(real):
+        def matmul(self, other):
+            if jnp.ndim(self) == 2 and jnp.ndim(other) == 1 \
+                    and jnp.result_type(self) == jnp.result_type(other) == jnp.float64:
+                return mv(self, other)
+            return real(self, other)
+        return matmul
+    for owner in (core.Tracer, ArrayImpl):
+        mp.setattr(owner, "__matmul__", exact(owner.__matmul__))
+
+
 @control("AD-15", expect="holds",
-         what="torch's float64 matrix-vector product rounds each row's sum once, correctly "
-              "(an exact accumulator), instead of after every addition: the float64 gradient "
-              "then differs from the hand gradient by 3.5e-18 (an ulp of v's gradient), near "
-              "1e-17, while the stray floats' error stays near 1e-7")
+         what="torch's and JAX's float64 matrix-vector products round each row's sum once, "
+              "correctly (an exact accumulator), instead of after every addition: both float64 "
+              "gradients then differ from the hand gradient by about an ulp of the smallest "
+              "gradient, near 1e-17, while the stray floats' error stays near 1e-7")
 def matvec_correctly_rounded(mp):
     real = torch.Tensor.__matmul__
 
@@ -260,6 +292,7 @@ def matvec_correctly_rounded(mp):
             return _CorrectlyRoundedMv.apply(self, other)
         return real(self, other)
     mp.setattr(torch.Tensor, "__matmul__", matmul)
+    _jax_correctly_rounded_mv(mp)
 
 
 @pytest.mark.claim("AD-17")

@@ -15,7 +15,8 @@ from torch import nn
 
 from support.harness.controls import control
 from support.lab import toy
-from support.lab.perturb import step_on
+from support.lab.nested import D_IN, nested_model, param_groups
+from support.lab.perturb import first_group_only, step_on
 from support.lab.train_torch import BATCH, mlp
 from support.machine.memory import (
     LiveTensors,
@@ -47,14 +48,15 @@ def _leaves(t: torch.Tensor) -> list[torch.Tensor]:
     return out
 
 
-def _training_and_running_bytes(depth: int = 2, batch: int = BATCH) -> dict:
+def _training_and_running_bytes(depth: int = 2, batch: int = BATCH, model=None) -> dict:
     """Bytes a step of the notes' training loop (forward, loss, zero_grad, backward, Adam's
-    step) needs at its peak, against running the same model on the same batch under
-    no_grad: the parameters (and, for training, Adam's two moments, allocated by the first
-    step and kept) plus the most the step's own tensors occupy at once. The input batch is
-    held by both alike and counted by neither."""
+    step) needs at its peak, against running the same model on the same batch (in eval mode,
+    under no_grad): the parameters and buffers (and, for training, Adam's two moments,
+    allocated by the first step and kept) plus the most the step's own tensors occupy at
+    once. The input batch is held by both alike and counted by neither. ``model``: another
+    model than the notes' MLP of ``depth`` hidden layers (8 inputs, one output)."""
     torch.manual_seed(0)
-    model = mlp(depth=depth)
+    model = model if model is not None else mlp(depth=depth)
     x, y = torch.randn(batch, 8), torch.randn(batch, 1)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.MSELoss()
@@ -64,9 +66,11 @@ def _training_and_running_bytes(depth: int = 2, batch: int = BATCH) -> dict:
         opt.zero_grad()
         loss.backward()
         opt.step()
+    model.train()
     step()                                    # the moments exist from the first step on
     with LiveTensors() as train_region:
         step()
+    model.eval()
     with torch.no_grad(), LiveTensors() as run_region:
         model(x)
     params = tensor_bytes(model)
@@ -179,18 +183,24 @@ def data_requires_grad_too(mp):
 
 @pytest.mark.claim("TAPE-18")
 def test_training_holds_several_times_the_memory_of_running(claim):
-    m = _training_and_running_bytes()
+    # "training a model": a model as real recipes build them, the realistic nested model
+    # (batch norm, dropout, residual blocks, a buffer of its own), one step of the notes' loop
+    # on a batch of BATCH rows against running it (eval, no_grad) on the same batch
+    m = _training_and_running_bytes(model=nested_model())
     for name in ("parameters", "optimizer state", "training step peak", "no_grad forward peak"):
         claim.record(name, m[name], unit="B")
     claim.check("training / running", m["training"] / m["running"],
-                note="the notes' 8-64-64-1 MLP, one step of the loop on a batch of "
-                     f"{BATCH}, against a no_grad forward of the same batch")
-    # the other readings: the whole training table at once, a deeper model, and the
-    # saved activations against the no_grad output (the 67 MB against 0.03 MB of MEM-05)
-    full = _training_and_running_bytes(batch=824)
-    claim.record("training / running, batch of 824", full["training"] / full["running"])
-    deep = _training_and_running_bytes(depth=4)
-    claim.record("training / running, four hidden layers", deep["training"] / deep["running"])
+                note=f"the realistic nested model, one step of the loop on a batch of {BATCH}, "
+                     "against running it on the same batch")
+    claim.record("training, running", [m["training"], m["running"]], unit="B")
+    # the notes' own MLP, the smallest of models: the same reading, recorded, and the whole
+    # training table at once, a deeper MLP, and the saved activations against the no_grad
+    # output (the 67 MB against 0.03 MB of MEM-05)
+    for label, kw in (("the notes' 8-64-64-1 MLP", {}), ("the notes' MLP, batch of 824",
+                                                         {"batch": 824}),
+                      ("the notes' MLP, four hidden layers", {"depth": 4})):
+        mm = _training_and_running_bytes(**kw)
+        claim.record(f"training / running, {label}", mm["training"] / mm["running"])
     model, x = mlp(), torch.randn(BATCH, 8)
     with SavedTensors(exclude=[model, x]) as graph:
         out = model(x)
@@ -201,36 +211,31 @@ def test_training_holds_several_times_the_memory_of_running(claim):
     # no_grad forward (nothing is saved, nothing is differentiated)
     with torch.no_grad(), LiveTensors() as plain:
         torch.nn.functional.mse_loss(model(x), torch.zeros(BATCH, 1))
-    assert plain.peak_bytes() <= m["no_grad forward peak"] + 8
+    mlp_only = _training_and_running_bytes()
+    assert plain.peak_bytes() <= mlp_only["no_grad forward peak"] + 8
     del out
-    claim.record("training, running", [m["training"], m["running"]], unit="B")
 
 
-@control("TAPE-18", what="torch.optim.Adam keeps no moment estimates (it steps as plain SGD "
-                         "does), so training holds two parameter-sized buffers fewer",
-         moves=("training / running",))
-def adam_keeps_no_moments(mp):
-    mp.setattr(torch.optim, "Adam", torch.optim.SGD)
+@control("TAPE-18", what="torch runs every module whose children are all layers (a block: "
+                         "Linear, batch norm, ReLU, dropout) under activation checkpointing: what "
+                         "the block saves for backward is recomputed there instead of kept, the "
+                         "remedy of L:513 applied to the whole model")
+def blocks_checkpointed(mp):
+    # the sentence's own mechanism at its own scale: the saved tensors no longer stay until
+    # backward, and the ratio falls across 'several' while the parameters, the moments and
+    # the no_grad pass stay as they are
+    import torch.utils.checkpoint
+    real = nn.Module.__call__
 
-
-@control("TAPE-18", expect="holds",
-         what="nn.Sequential builds the notes' MLP twice as deep: each hidden Linear + ReLU is "
-              "followed by another of the same width (8-64-64-64-64-1, four hidden layers), "
-              "whose weights, Adam moments and saved activations a training step holds and a "
-              "no_grad forward does not: training then takes 3.0 times the memory of running")
-def sequential_doubles_the_hidden_layers(mp):
-    real = nn.Sequential.__init__
-
-    def __init__(self, *layers):
-        if layers and all(isinstance(m, nn.Module) for m in layers):
-            deeper = []
-            for before, layer in zip((None, *layers), layers):
-                deeper.append(layer)
-                if isinstance(layer, nn.ReLU) and isinstance(before, nn.Linear):
-                    deeper += [nn.Linear(before.out_features, before.out_features), nn.ReLU()]
-            layers = tuple(deeper)
-        real(self, *layers)
-    mp.setattr(nn.Sequential, "__init__", __init__)
+    def call(self, *args, **kwargs):
+        kids = list(self.children())
+        container = isinstance(self, (nn.ModuleList, nn.ModuleDict))
+        if kids and torch.is_grad_enabled() and not container \
+                and all(not list(k.children()) for k in kids):
+            return torch.utils.checkpoint.checkpoint(lambda *a: real(self, *a, **kwargs), *args,
+                                                     use_reentrant=False)
+        return real(self, *args, **kwargs)
+    mp.setattr(nn.Module, "__call__", call)
 
 
 @pytest.mark.claim("TAPE-07")
@@ -277,9 +282,45 @@ def test_zero_grad_clears_and_step_reads_grad(claim):
     assert all(torch.allclose(p, a - 0.1 * p.grad) for a, p in zip(before, model.parameters()))
 
 
+@pytest.mark.claim("TAPE-08")
+def test_zero_grad_clears_and_step_reads_grad_in_every_parameter_group(claim):
+    """The loop as real recipes set it up: the realistic nested model and an optimizer with
+    three parameter groups (decay, no decay, the head at its own lr). zero_grad() clears every
+    group's .grad; step() then has nothing to read and moves nothing; after a backward it
+    reads each parameter's .grad at its group's lr."""
+    torch.manual_seed(0)
+    model = nested_model()
+    opt = torch.optim.SGD(param_groups(model, lr=0.1, weight_decay=0.0), lr=0.1)
+    model(torch.randn(16, D_IN)).sum().backward()
+    opt.zero_grad()
+    left = [n for n, p in model.named_parameters()
+            if p.grad is not None and torch.count_nonzero(p.grad)]
+    claim.record("parameters with a gradient left after zero_grad", left)
+    assert not left, f"zero_grad() left gradients in {left}"
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.step()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    model(torch.randn(16, D_IN)).sum().backward()
+    opt.step()
+    lr = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    off = [n for (n, p), a in zip(model.named_parameters(), before)
+           if not torch.allclose(p, a - lr[id(p)] * p.grad)]
+    claim.record("groups and their lr", {g["name"]: g["lr"] for g in opt.param_groups})
+    assert not off, f"step() did not apply .grad at its group's lr to {off}"
+
+
 @control("TAPE-08", what="optimizer.zero_grad() leaves the gradients in .grad as they are")
 def zero_grad_clears_nothing(mp):
     mp.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)
+
+
+@control("TAPE-08", "LOOP-14", "TAPE-11",
+         what="optimizer.zero_grad() and SGD's step() act on the optimizer's first parameter "
+              "group only: the rest keep their gradients and are never stepped")
+def zero_grad_and_step_see_the_first_group(mp):
+    # the sentences' own scale, 'the optimizer' as recipes build it: one group cannot show it
+    first_group_only(mp, torch.optim.Optimizer, "zero_grad")
+    first_group_only(mp, torch.optim.SGD, "step")
 
 
 @pytest.mark.claim("LOOP-14")
@@ -304,6 +345,26 @@ def test_optimizer_step_reads_grad_and_updates_the_parameters(claim):
     opt.step()
     claim.record('unchanged_without_grad', torch.equal(p.detach(), before))
     assert torch.equal(p.detach(), before)
+
+
+@pytest.mark.claim("LOOP-14")
+def test_step_reads_grad_and_updates_every_parameter_group(claim):
+    """'optimizer.step() reads .grad and updates the parameters', for an optimizer as recipes
+    build it: the realistic nested model in three parameter groups, each at its own lr, every
+    .grad set by hand (no backward): each parameter moves by its group's lr times it."""
+    torch.manual_seed(0)
+    model = nested_model()
+    opt = torch.optim.SGD(param_groups(model, lr=0.1, weight_decay=0.0), lr=0.1)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 2.0)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt.step()
+    lr = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    moved = {n: bool(torch.allclose(p.detach(), before[n] - lr[id(p)] * 2.0))
+             for n, p in model.named_parameters()}
+    claim.record("parameters moved by their group's lr times .grad",
+                 f"{sum(moved.values())} of {len(moved)}")
+    assert all(moved.values()), [n for n, ok in moved.items() if not ok]
 
 
 @control("LOOP-14", what="SGD's step reads only the sign of .grad, not its values "

@@ -283,6 +283,17 @@ def test_scaler_fitted_on_all_rows_makes_no_measurable_difference(concrete, clai
     assert np.any(diff != 0)
 
 
+@control("SPLIT-07", scope="process",
+         moves=("honest (scaler on training rows)", "leaky (scaler on all rows)"),
+         what="torch's Adam steps 2 % longer than its lr on every parameter group: the fifteen "
+              "runs of each arm end elsewhere, their means outside the printed figures' "
+              "mpa:mean tolerance (0.05 MPa)")
+def adam_steps_two_percent_longer_on_the_scaler_runs(mp):
+    # the figures' own scale: a mean of fifteen runs moved just past the tolerance every mean
+    # of the protocol takes (the batched networks read the lr per parameter group)
+    perturb.steps_scaled(mp, torch.optim.Adam, 1.02)
+
+
 @pytest.mark.claim("SPLIT-08")
 def test_a_single_seed_could_show_the_mlp_winning_on_the_grouped_split(claim, tvn):
     res = tvn["group"]

@@ -26,7 +26,6 @@ from support.lab import experiments, perturb
 from support.lab.data import lecture_split
 from support.lab.perturb import read_scaled
 from support.lab.train_torch import baseline_rmse, prepare
-from support.rules import tolerances
 
 
 def curve(result):
@@ -42,11 +41,25 @@ def relapse(values) -> float:
     return float(np.exp(np.max(later_max[1:] - logs[:-1])))
 
 
-def roughness(raw, smooth, rough) -> float:
-    """Where a curve's relapse sits between two references' on a log scale: 0 at the smooth
-    one's, 1 at the rough one's."""
-    a, b, c = (np.log(relapse(v)) for v in (raw, smooth, rough))
-    return float((a - b) / (c - b))
+def climb_share(values) -> float:
+    """The share of a curve's epoch-to-epoch movement, on a log scale, that goes up: 0 for a
+    curve that only falls, a half for one that wanders without falling (its rises and falls
+    cancel), in between (a half less half its net fall over its path) for a falling curve
+    with noise."""
+    steps = np.diff(np.log(np.asarray(values, dtype=float)))
+    return float(np.sum(np.maximum(steps, 0)) / np.sum(np.abs(steps)))
+
+
+# the climb share of a curve that wanders without falling: the rough end of the scale, a
+# property of the measure, not of any run
+WANDERING = 0.5
+
+
+def roughness(curve, textbook) -> float:
+    """Where a curve's climb share sits between a textbook curve's (0) and a curve that
+    wanders without falling (1)."""
+    a, b = climb_share(curve), climb_share(textbook)
+    return (a - b) / (WANDERING - b)
 
 
 @pytest.mark.xdist_group("concrete-experiments")
@@ -74,20 +87,21 @@ def test_adam_on_raw_inputs_converges_smoothly_to_about_8(concrete, claim, runs)
     loss = raw.train_loss
     claim.record("training loss, first and last epoch", [loss[0], loss[-1]])
     claim.record("last 20 epochs, lowest and highest", [float(h[-20:].min()), float(h[-20:].max())], unit="MPa")
-    assert loss[-1] < 0.2 * loss[0]
-    assert 0.8 * raw.rmse <= h[-20:].min() and h[-20:].max() <= 1.25 * raw.rmse
-    # "smoothly ... a loss curve that looks like the textbook shape": its relapses are nearer
-    # the working loop's (scaled inputs) than those of the loop that forgot zero_grad, whose
-    # curve wanders (STORY-06)
+    # "smoothly ... a loss curve that looks like the textbook shape": the raw curve moves as
+    # the working loop's (the textbook curve) does; the loop that forgot zero_grad is the
+    # wandering curve the measure tells apart (STORY-06), recorded, never a reference
     broken = runs["no_zero_grad"]
     for what, get in (("training loss", lambda r: r.train_loss),
                       ("validation RMSE", lambda r: r.history)):
+        claim.record(f"climb share of the {what}: raw, working loop, no zero_grad",
+                     [round(climb_share(get(r)), 3) for r in (raw, fixed, broken)])
         claim.record(f"largest relapse of the {what}: raw, working loop, no zero_grad",
                      [round(relapse(get(r)), 3) for r in (raw, fixed, broken)])
-        # decided beyond rounding's reach: the run without zero_grad, its far end, is chaotic
-        value = roughness(get(raw), get(fixed), get(broken))
-        claim.check(f"{what} roughness, working loop 0 to no zero_grad 1", value,
-                    **tolerances.within_reach(value, "roughness:working loop 0 to no zero_grad 1"))
+        claim.check(f"{what} roughness, working loop 0 to wandering 1",
+                    roughness(get(raw), get(fixed)))
+    # "converged" (asserted last, so that every figure above is recorded whatever it says)
+    assert loss[-1] < 0.2 * loss[0]
+    assert 0.8 * raw.rmse <= h[-20:].min() and h[-20:].max() <= 1.25 * raw.rmse
 
 
 @control("STORY-11", "STORY-14", "STORY-13", "ADAM-13", scope="process",
@@ -145,16 +159,15 @@ def fine_aggregate_reads_a_tenth_of_a_percent_high(mp):
 
 
 @control("STORY-11", scope="process",
-         what="torch's Adam steps 0.5 % longer: the raw-input run's early bounce grows (its "
-              "validation relapse 1.56 instead of 1.52) and the run without zero_grad wanders "
-              "less (1.94 instead of 2.46), so the raw curve sits at 0.64 on their scale, past "
-              "the middle beyond rounding's reach: not 'smoothly' (measured: 0.5 % shorter "
-              "gives 0.52, within the reach of 0.5)")
-def adam_steps_half_a_percent_longer(mp):
-    # 'smoothly' at its own threshold: the validation roughness just across 0.5, through the
-    # same two references the reading uses (a single run moves this much under any small
-    # change of its steps: no smaller move is steady)
-    perturb.steps_scaled(mp, torch.optim.Adam, 1.005)
+         what="the concrete's age is read in minutes instead of days (a lab export's unit): the "
+              "raw-input run, whose first layer sees the column unscaled, climbs back through "
+              "most of its curve, nearer a wandering curve than the working loop's; the loops on "
+              "scaled inputs do not see the unit")
+def age_read_in_minutes(mp):
+    # 'smoothly' at its own scale: the raw curve alone moved across the middle of the scale,
+    # its ends the working loop (which standardises the column away) and a curve that
+    # wanders without falling (a property of the measure)
+    read_scaled(mp, "age_days", 24 * 60)
 
 
 @pytest.mark.claim("DS-12")

@@ -43,6 +43,7 @@ from support.lab.data import lecture_split
 from support.lab.nested import D_IN, depth, nested_model, param_groups
 from support.lab.perturb import step_on
 from support.lab.train_torch import BATCH, mlp, torch_threads
+from support.machine import devices
 from support.rules import error_models
 
 
@@ -357,6 +358,36 @@ def parameters_skip_module_dicts(mp):
     mp.setattr(nn.Module, "named_parameters", named_parameters)
 
 
+@control("LOOP-07", what="a module's parameters() and named_parameters() reach its own and its "
+                         "children's parameters, not those further down: a block inside a "
+                         "module list holds parameters the model does not list")
+def parameters_stop_at_the_children(mp):
+    # the sentence's own scale, a module holding parameters through its submodules: a module
+    # of one level (the flat test's) cannot show it, the nested model's blocks can
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()
+        for owner, mod in [("", self)] + (list(self.named_children()) if recurse else []):
+            for name, p in mod._parameters.items():
+                if p is not None and (id(p) not in seen or not remove_duplicate):
+                    seen.add(id(p))
+                    yield ".".join(x for x in (prefix, owner, name) if x), p
+    mp.setattr(nn.Module, "named_parameters", named_parameters)
+    mp.setattr(nn.Module, "parameters",
+               lambda self, recurse=True: (p for _, p in self.named_parameters(recurse=recurse)))
+
+
+@control("LOOP-07", what="calling an nn.Module runs its forward twice and returns the second "
+                         "result: the module still defines forward, but a call is not one pass")
+def a_call_runs_forward_twice(mp):
+    # 'defines forward': calling the module runs it once
+    real = nn.Module.__call__
+
+    def call(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        return real(self, *args, **kwargs)
+    mp.setattr(nn.Module, "__call__", call)
+
+
 # ------------------------------------------------------------------ LOOP-08 loss functions
 @pytest.mark.claim("LOOP-08")
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -577,16 +608,28 @@ def optax_adam_climbs(mp):
 
 
 @pytest.mark.claim("JAX-12")
-def test_jax_places_arrays_on_its_default_device(claim):
+@pytest.mark.parametrize("device", devices.params("jax:cpu", "jax:gpu"))
+def test_jax_places_arrays_on_its_default_device(claim, device):
+    """"JAX places arrays on the default device itself, the first GPU if one is visible;
+    jax.devices() lists them and jax.device_put moves an array": its CPU half, and its GPU
+    half where JAX sees a GPU (the required variant): the first device listed is a GPU, a new
+    array lands on it, device_put moves one to the CPU and back."""
     devs = jax.devices()
     a = jnp.ones(3)
-    moved = jax.device_put(np.ones(3), devs[-1])
+    here = devices.jax_device(device)
     claim.record("devices", [str(d) for d in devs])
     claim.record("array_device", str(next(iter(a.devices()))))
     assert devs and a.devices() == {devs[0]}
-    assert moved.devices() == {devs[-1]}
-    if any(d.platform == "gpu" for d in devs):
-        assert devs[0].platform == "gpu"          # the first GPU when one is visible
+    if device == "jax:gpu":
+        # "the first GPU if visible": the default is that GPU, not the CPU
+        assert devs[0].platform == "gpu" and devs[0] == here
+        elsewhere = jax.devices("cpu")[0]
+    else:
+        elsewhere = devs[-1]
+    moved = jax.device_put(np.ones(3), elsewhere)
+    back = jax.device_put(moved, here)
+    claim.record("moved_to", str(next(iter(moved.devices()))))
+    assert moved.devices() == {elsewhere} and back.devices() == {here}
 
 
 @control("JAX-12", what="with two CPU devices, JAX places new arrays on the second one rather "

@@ -41,6 +41,7 @@ from torch import nn
 from support.harness.controls import control
 from support.lab import perturb
 from support.lab.competition import Competitors
+from support.lab.nested import D_IN, nested_model
 from support.lab.precision import (
     BF16,
     F16,
@@ -230,6 +231,28 @@ def test_moving_a_model_is_two_lines(claim, device):
     else:
         torch.manual_seed(0)
         ref = mlp()                     # the same weights, left on the CPU
+        torch.testing.assert_close(out.detach().cpu(), ref(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.claim("DEV-01")
+@pytest.mark.parametrize("device", devices.params("cpu", "cuda", "mps"))
+def test_moving_a_nested_model_moves_its_buffers_too(claim, device):
+    """'A PyTorch model' as real recipes build it: the realistic nested model, whose batch
+    norms keep running statistics and whose stage keeps a gain, buffers the forward reads in
+    eval mode. The same two lines move every parameter and buffer at every depth."""
+    torch.manual_seed(0)
+    model, x = nested_model().eval(), torch.randn(16, D_IN)
+    moved = model.to(device)            # line one
+    xd = x.to(device)                   # line two
+    out = moved(xd)
+    tensors = dict(moved.named_parameters()) | dict(moved.named_buffers())
+    left = sorted(n for n, t in tensors.items() if t.device.type != device)
+    claim.record("parameters and buffers moved", f"{len(tensors) - len(left)} of {len(tensors)}")
+    assert not left, f"left behind: {left}"
+    assert out.device.type == device
+    if device != "cpu":
+        torch.manual_seed(0)
+        ref = nested_model().eval()     # the same weights and buffers, left on the CPU
         torch.testing.assert_close(out.detach().cpu(), ref(x).detach(), rtol=1e-4, atol=1e-5)
 
 

@@ -293,29 +293,6 @@ def test_the_notes_comparisons_are_means_over_five_seeds_and_five_folds(claim):
                 note="; ".join(f"{k}: {v[0]} seeds x {v[1]} folds" for k, v in other.items()))
 
 
-@control("RNG-14", expect="holds",
-         what="the protocol (support/lab/experiments.py) runs every comparison it reports over "
-              "five seeds and five folds: the scaler leak 5 seeds x 5 grouped folds instead of "
-              "3 x 5, PyTorch against JAX seeds 0-4 on all five grouped folds instead of fold 0")
-def every_comparison_over_five_seeds_and_five_folds(mp):
-    from support.lab.batched import Spec
-    from support.lab.train_jax import train_jax
-    real = experiments._jobs
-    seeds, folds = experiments.SEEDS_5, experiments.FOLDS
-
-    def jobs():
-        out = real()
-        # the torch side: seed 0 on fold 0 stays the stories' run, the other 24 batched
-        out["adam"] = ([Spec(seed=s, fold=f) for s in seeds for f in folds if (s, f) != (0, 0)],
-                       out["adam"][1])
-        out["leak"] = ([Spec(seed=s, fold=f, scaler_on_all=leak)
-                        for leak in (False, True) for s in seeds for f in folds], out["leak"][1])
-        return out
-    mp.setattr(experiments, "_jobs", jobs)
-    mp.setattr(experiments, "_run_jax", lambda data: [train_jax(data, seed=s, fold=f).rmse
-                                                      for s in seeds for f in folds])
-
-
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("RNG-13")
 def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):

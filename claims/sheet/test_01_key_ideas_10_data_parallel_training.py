@@ -26,6 +26,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from support.harness import controls
 from support.harness.controls import control
 from support.lab import distributed
+from support.lab.nested import nested_model
 from support.lab.train_torch import mlp
 from support.rules.tolerances import closeness
 
@@ -123,6 +124,16 @@ def data_parallel_checks(rank: int, world: int) -> dict:
         out["after_adam" if wrapped else "after_adam_without_ddp"] = _state(
             net.module if wrapped else net)
 
+    # 'the model' as recipes build it: the realistic nested model, whose batch norms' running
+    # statistics and stage's gain are buffers, made to differ by rank (a forward in train
+    # mode on each rank's own rows) before DDP wraps it
+    torch.manual_seed(1000 + rank)
+    nested = nested_model(dtype=torch.float64)
+    nested(_batch(100 + rank, 32)[0])
+    out["nested_before_wrap"] = _state(nested)
+    DDP(nested)
+    out["nested_after_wrap"] = _state(nested)
+
     # small buckets on 4 MB of parameters (DDP's first bucket holds up to 1 MB whatever
     # bucket_cap_mb says on some releases: torch 2.2 put a whole 67 kB model in it); one
     # bucket, the control, on 67 kB under the default cap
@@ -189,6 +200,16 @@ def test_replicas_start_identical_with_rank_0s_weights(claim, ranks):
     claim.record('ranks_holding_rank0_weights_after_wrapping', sum(adopted))
     assert differed, "control: different seeds must build different replicas"
     assert all(adopted)
+    # the nested model's whole state, its buffers with its parameters
+    before = [r["nested_before_wrap"] for r in results]
+    buffers = [k for k in before[0] if "running" in k or k.endswith("gain")]
+    claim.record("nested model: buffers that differed by rank before wrapping",
+                 [k for k in buffers if not np.array_equal(before[0][k], before[1][k])])
+    kept = [k for k in before[0] if not all(
+        np.array_equal(r["nested_after_wrap"][k], before[0][k]) for r in results)]
+    claim.record("nested model: state entries not rank 0's after wrapping", kept)
+    assert not _same(before[0], before[1]), "control: the nested replicas must differ"
+    assert not kept, f"DDP left {kept} as each rank had them"
 
 
 @control("DDP-02", scope="process", what="DDP does not broadcast rank 0's state when it wraps "
@@ -196,6 +217,18 @@ def test_replicas_start_identical_with_rank_0s_weights(claim, ranks):
 def ddp_skips_the_broadcast(mp):
     _in_the_ranks(mp, "ddp-skips-the-broadcast")
     mp.setattr(torch.nn.parallel.distributed, "_sync_module_states", lambda **kwargs: None)
+
+
+@control("DDP-02", scope="process", what="DDP broadcasts rank 0's parameters when it wraps the "
+                                         "model, not its buffers: batch norm's running "
+                                         "statistics stay as each rank had them")
+def ddp_broadcasts_parameters_only(mp):
+    # 'the state', for a model with buffers: the flat model has none and cannot show it
+    _in_the_ranks(mp, "ddp-broadcasts-parameters-only")
+    from torch.nn.parallel import distributed as ddp_module
+    real = ddp_module._sync_module_states
+    mp.setattr(ddp_module, "_sync_module_states",
+               lambda **kwargs: real(**{**kwargs, "broadcast_buffers": False}))
 
 
 @pytest.mark.claim("DDP-03")

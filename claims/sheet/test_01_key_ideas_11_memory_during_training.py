@@ -21,7 +21,8 @@ import torch.utils.checkpoint
 from torch import nn
 
 from support.harness.controls import control
-from support.lab.perturb import with_defaults
+from support.lab.nested import D_IN, nested_model, param_groups
+from support.lab.perturb import first_group_only, with_defaults
 from support.lab.train_torch import mlp
 from support.machine.memory import (
     MB,
@@ -131,6 +132,36 @@ def adam_keeps_the_max_of_v(mp):
     amsgrad = optax.amsgrad
     with_defaults(mp, torch.optim.Adam.__init__, amsgrad=True)
     mp.setattr(optax, "adam", lambda learning_rate, **kw: amsgrad(learning_rate, **kw))
+
+
+@pytest.mark.claim("ADAM-24")
+def test_adam_keeps_two_tensors_for_every_parameter_of_every_group(claim):
+    """"Two extra tensors per parameter", for a model and an optimizer as recipes build them:
+    the realistic nested model in three parameter groups (decay, no decay, the head at its
+    own lr). After one step, every parameter of every group has its two moments, each of the
+    parameter's size."""
+    torch.manual_seed(0)
+    model = nested_model()
+    opt = torch.optim.Adam(param_groups(model, lr=1e-3, weight_decay=0.0))
+    model(torch.randn(16, D_IN)).pow(2).mean().backward()
+    opt.step()
+    sized = {n: sorted(k for k, v in opt.state[p].items() if torch.is_tensor(v)
+                       and v.shape == p.shape and v.dim() > 0)
+             for n, p in model.named_parameters()}
+    counts = {n: len(v) for n, v in sized.items()}
+    claim.record("parameters with their two moments", f"{sum(c == 2 for c in counts.values())} "
+                                                      f"of {len(counts)}")
+    claim.record("groups", [g["name"] for g in opt.param_groups])
+    claim.record("parameters with another count", {n: c for n, c in counts.items() if c != 2})
+    # every parameter: the fewest any has
+    claim.check('tensors_per_parameter', min(counts.values()))
+
+
+@control("ADAM-24", what="torch's Adam steps its first parameter group only: the parameters of "
+                         "the other groups get no moments")
+def adam_steps_the_first_group_only(mp):
+    # 'per parameter', for an optimizer of several groups: one group cannot show it
+    first_group_only(mp, torch.optim.Adam, "step")
 
 
 @pytest.mark.usefixtures("one_torch_thread")

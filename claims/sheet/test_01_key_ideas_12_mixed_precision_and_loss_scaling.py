@@ -236,10 +236,13 @@ def test_scaling_lifts_a_gradient_that_underflows_in_float16(claim):
 @pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.claim("AMP-04")
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_unscaled_step_equals_the_unscaled_loss_step(claim, optimizer):
+@pytest.mark.parametrize("model", ["small", "nested"], ids=lambda m: f"model={m}")
+def test_unscaled_step_equals_the_unscaled_loss_step(claim, optimizer, model):
+    """A small network of one parameter group, and the realistic nested model in three
+    groups (decay, no decay, the head at its own lr): 'the optimizer' as recipes build it."""
     make = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.1),
             "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2)}[optimizer]
-    r = scaler_vs_plain(claim, make)
+    r = scaler_vs_plain(claim, make, which=model)
     pairs = list(zip(r["weights_scaler"], r["weights_plain"]))
     # "unchanged" up to float32's rounding of an elementwise step, from the one table
     tol = tolerances.resolve("float32:elementwise")
@@ -256,6 +259,25 @@ def test_unscaled_step_equals_the_unscaled_loss_step(claim, optimizer):
                  note="SGD: S times the step; Adam: ~1 (Adam is scale-invariant up to eps)")
     if optimizer == "sgd":
         assert ratio == pytest.approx(2.0 ** 10, rel=1e-4)
+
+
+@control("AMP-04", what="GradScaler.unscale_ divides the gradients of the optimizer's first "
+                        "parameter group only: the other groups step on gradients S times too "
+                        "large")
+def unscale_reaches_the_first_group_only(mp):
+    # the sentence's own scale, 'the optimizer' as recipes build it: one group cannot show it
+    import importlib
+    scaler = importlib.import_module("torch.amp").GradScaler
+    real = scaler.unscale_
+
+    def unscale_(self, optimizer):
+        groups = optimizer.param_groups
+        optimizer.param_groups = groups[:1]
+        try:
+            return real(self, optimizer)
+        finally:
+            optimizer.param_groups = groups
+    mp.setattr(scaler, "unscale_", unscale_)
 
 
 # ------------------------------------------------------------------ float16's large end

@@ -99,10 +99,22 @@ def _claims_control(request):
     mp = pytest.MonkeyPatch()
     with cache.isolated():
         try:
+            _retraced()
             ctl.CONTROLS[name].apply(mp)
             yield
         finally:
             mp.undo()
+            _retraced()
+
+
+def _retraced() -> None:
+    """JAX compiles a function once and keeps the program: one jitted before a control would
+    run unperturbed under it, one jitted under it would keep the perturbation after it is
+    undone. So JAX's caches are cleared on either side of every control, where JAX is
+    loaded: the control patches the library and nothing else."""
+    import sys
+    if "jax" in sys.modules:
+        sys.modules["jax"].clear_caches()
 
 
 @pytest.hookimpl(trylast=True)
@@ -151,4 +163,5 @@ def pytest_collection_finish(session):
         cache.keep_results_in(Path(tempfile.gettempdir()) / f"claims-control-results-{run}")
     for c in process:
         # never undone: this session is the control's own process
+        _retraced()
         c.apply(pytest.MonkeyPatch())

@@ -56,10 +56,13 @@ reports per control and claim what the verdict became (:func:`outcome`):
   process-scope control whose every test needs a device absent here (:func:`absent_here`)
   gets no session of its own, only that entry.
 
-The run writes ``controls.json`` (default ``reports/controls/``); a claims report written
-beside it (``reports/``) marks each claim *controlled* (every control of it that ran behaved
-as declared: red, green for a positive control, level for a level control) or not, and lists each control's outcome,
-with the reason the registry gives (``control_reason``) where no control is possible.
+The run writes ``controls.json`` (default ``reports/controls/``) and folds its outcomes into
+this machine's ledger (:func:`remember`); a claims report written beside it (``reports/``)
+marks each claim *controlled* (the last run of every control of it behaved as declared: red,
+green for a positive control, level for a level control), *not run this time* (none of its
+controls ran: each shown by its last outcome and the run that produced it) or not, and lists
+each control's outcome, with the reason the registry gives (``control_reason``) where no
+control is possible.
 """
 from __future__ import annotations
 
@@ -156,11 +159,15 @@ def outcome(control: Control, claim: str, variants: list[dict], timing: bool = F
              and set(_drifting(v)) & set(control.moves)]
     if named:
         return "red", _first(named)
+    # a drift of figures it does not name beside an undecided comparison: the comparison
+    # the control aims at is what is left undecided
+    undecided = [v for v in ran if v["verdict"] == "inconclusive"
+                 or v["verdict"] == "drift" and _open(v)]
+    drifted = [v for v in drifted if not _open(v)]
     if drifted:
         return "survived", ("drifts, but on figures the control does not name: "
                             + _first(drifted))
-    undecided = [v for v in ran if v["verdict"] == "inconclusive"]
-    if timing and undecided and all(v["verdict"] == "inconclusive" for v in ran):
+    if timing and undecided and len(undecided) == len(ran):
         return "undecided", ("inconclusive under the control (other work disturbed the "
                              "trials): " + _first(undecided))
     return "survived", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}"
@@ -215,7 +222,8 @@ def _level(ran: list[dict]) -> tuple[str, str]:
     inconclusive is what an honest interval says of them, red (a bound that asks for more than
     equality, decided) is as good. As for a negative control, one variant suffices: the
     control may reach one half of a sentence whose other half, tested apart, still holds."""
-    off = [v for v in ran if v["verdict"] in ("fails", "inconclusive")]
+    off = [v for v in ran if v["verdict"] in ("fails", "inconclusive")
+           or v["verdict"] == "drift" and _open(v)]
     if off:
         return "level", "; ".join(f"{v.get('variant') or 'test'}: {v['verdict']}" for v in off)
     return "survived", ("its comparison still decided with its two sides made equal: "
@@ -252,6 +260,14 @@ def landings(control: Control, variants: list[dict], result: str) -> list[dict]:
                                                     if m.get("interval") else {}),
                             "outcome": m["outcome"], **where})
     return out
+
+
+def _open(variant: dict) -> bool:
+    """Whether a bound of the variant's qualitative claim was left undecided (a drift beside
+    it is reported as drift: a decided figure is never hidden)."""
+    return any(isinstance(m, dict) and m.get("outcome") == "undecided"
+               and m.get("decided_by") == "bound"
+               for m in (variant.get("figures") or {}).values())
 
 
 def _drifting(variant: dict) -> list[str]:
@@ -302,6 +318,91 @@ def absent_here(c: Control) -> str | None:
                 return None
             reasons.add(why)
     return "; ".join(sorted(reasons)) if tests else None
+
+
+# the packages of this checkout: a control perturbs the library, never their code
+SUITE_PACKAGES = ("support", "claims", "conftest")
+# the one place of this repository a control may change: the concrete table as read (its
+# class's values), standing for another data file, which the loader would refuse as edited
+# (support/lab/perturb.py, read_as): the data a sentence is about, not code a test runs
+DATA_TABLE = "support.lab.data.Concrete"
+
+
+class _Recording:
+    """A stand-in for ``pytest.MonkeyPatch`` that applies nothing and keeps what a control
+    asks it to change (:func:`suite_patches`)."""
+
+    _NOTSET = object()
+
+    def __init__(self):
+        self.asked: list[tuple[str, object, str]] = []
+
+    def setattr(self, target, name=_NOTSET, value=_NOTSET, raising=True):
+        if isinstance(target, str) and value is self._NOTSET:
+            target, _, name = target.rpartition(".")
+        self.asked.append(("setattr", target, str(name)))
+
+    def delattr(self, target, name=_NOTSET, raising=True):
+        if isinstance(target, str) and name is self._NOTSET:
+            target, _, name = target.rpartition(".")
+        self.asked.append(("delattr", target, str(name)))
+
+    def setitem(self, dic, name, value):
+        self.asked.append(("setitem", dic, str(name)))
+
+    def delitem(self, dic, name, raising=True):
+        self.asked.append(("delitem", dic, str(name)))
+
+    def setenv(self, name, value, prepend=None):
+        pass
+
+    def delenv(self, name, raising=True):
+        pass
+
+    def syspath_prepend(self, path):
+        pass
+
+    def chdir(self, path):
+        pass
+
+
+def _suite_name(target) -> str | None:
+    """The name of the module, class or function of this repository ``target`` is, or whose
+    code it belongs to; None for anything else (a library's, a builtin)."""
+    import types
+    if isinstance(target, str):
+        name = target
+    elif isinstance(target, types.ModuleType):
+        name = target.__name__
+    elif isinstance(target, (type, types.FunctionType, types.MethodType)):
+        name = f"{target.__module__}.{target.__qualname__}"
+    else:
+        name = f"{type(target).__module__}.{type(target).__qualname__}"
+    return name if name.split(".")[0] in SUITE_PACKAGES else None
+
+
+def suite_patches(c: Control) -> list[str]:
+    """What ``c`` changes of this repository's own code: a module of it, or a function or
+    class of one, set or deleted (``mp.setattr(experiments, "_jobs", ...)``, the string form
+    ``"support.lab.experiments._jobs"``, ``sys.modules[__name__]``), or an item of a mapping
+    one of its modules holds. The concrete table (:data:`DATA_TABLE`) is the data, not code.
+    The control is run against a recording stand-in: nothing is applied."""
+    import sys
+    rec = _Recording()
+    c.apply(rec)
+    out = []
+    for how, target, name in rec.asked:
+        if how in ("setitem", "delitem"):
+            owners = [m for m, mod in list(sys.modules.items())
+                      if m.split(".")[0] in SUITE_PACKAGES
+                      and any(v is target for v in list(vars(mod).values()))]
+            if owners:
+                out.append(f"mp.{how}(a mapping of {owners[0]}, {name!r})")
+            continue
+        where = _suite_name(target)
+        if where and where != DATA_TABLE:
+            out.append(f"mp.{how}({where}, {name!r})")
+    return out
 
 
 def _pytest(args: list[str], out, env_extra: dict, log) -> tuple[int, dict, float]:
@@ -377,37 +478,125 @@ def as_declared(counts: dict[str, int]) -> bool:
 SCALED_KINDS = ("c", "d", "e")
 
 
-def summarise(controls: list[dict], registry: dict, baseline: dict | None) -> dict:
-    """Per claim: its controls and whether one turned it red (``controlled``), or why not."""
+def summarise(controls: list[dict], registry: dict, baseline: dict | None,
+              known: dict[str, list[str]] | None = None, ledger: dict | None = None,
+              left: tuple[str, ...] = ()) -> dict:
+    """Per claim: its controls and whether they turned it red (``controlled``), or why not.
+
+    ``known``: claim -> the names of every control written for it (those this run left to a
+    later rotation, ``left``, included); ``ledger``: the last outcome of each control and
+    claim on this machine (:func:`remember`). A control that did not run this time is judged by its last
+    outcome, shown with the run (commit, date) that produced it: ``uncontrolled`` means no
+    control exists or the last ones did not do as declared, never that they did not run this
+    time (``not run this time``)."""
     verdicts = {c["id"]: c["verdict"] for c in (baseline or {}).get("claims", [])}
+    known, ledger = known or {}, ledger or {}
     out = {}
     for cid, claim in sorted(registry.items()):
         if claim.kind == "h" or claim.status != "testable":
             continue
         mine = [c for c in controls if cid in c["results"]]
-        seen = [c["results"][cid]["outcome"] for c in mine]
-        # controlled only when every control that ran did what it declared
-        if "survived" in seen or "stayed red" in seen:
+        ran = {c["name"]: c["results"][cid] for c in mine
+               if c["results"][cid]["outcome"] != "not run"}
+        why_not = {c["name"]: c["results"][cid].get("evidence", "") for c in mine
+                   if c["name"] not in ran}
+        names = list(dict.fromkeys([c["name"] for c in mine] + list(known.get(cid, ()))))
+        earlier = {}
+        for name in names:
+            if name in ran:
+                continue
+            last = (ledger.get(name) or {}).get(cid)
+            earlier[name] = ({k: last[k] for k in ("outcome", "commit", "date") if k in last}
+                             if last else {"outcome": None})
+            earlier[name]["why"] = why_not.get(name) or (
+                "left to a later rotation" if name in left else "not selected in this run")
+        seen = [r["outcome"] for r in ran.values()]
+        latest = seen + [e["outcome"] for e in earlier.values() if e["outcome"]]
+        # controlled only when the last run of every control did what it declared
+        if "survived" in latest or "stayed red" in latest:
             state = "survived"
-        elif "broken" in seen:
+        elif "broken" in latest:
             state = "broken"
         elif any(o in AS_DECLARED for o in seen):
             state = "controlled"
         elif "undecided" in seen:
             state = "undecided"
-        elif seen:
-            state = "not run"
+        elif names:
+            from support.reports.report import NOT_RUN_THIS_TIME as state
         else:
             state = "uncontrolled"
-        entry = {"state": state, "controls": [c["name"] for c in mine],
-                 "outcomes": {c["name"]: c["results"][cid]["outcome"] for c in mine}}
-        if state == "controlled" and claim.kind[0] in SCALED_KINDS:
-            entry["scale"] = scale([c["results"][cid] for c in mine])
+        entry = {"state": state, "controls": names,
+                 "outcomes": {n: r["outcome"] for n, r in ran.items()}}
+        if earlier:
+            entry["not_run_this_time"] = earlier
+        judged = list(ran.values()) + [ledger[n][cid] for n in earlier
+                                       if cid in (ledger.get(n) or {})]
+        if state not in ("survived", "broken", "undecided", "uncontrolled") \
+                and claim.kind[0] in SCALED_KINDS and judged:
+            entry["scale"] = scale(judged)
         if claim.control_reason:
             entry["reason"] = claim.control_reason
         if cid in verdicts:
             entry["verdict_without_control"] = verdicts[cid]
         out[cid] = entry
+    return out
+
+
+LEDGER = "controls-ledger.json"
+
+
+def ledger_file():
+    """This machine's ledger of control outcomes (the user cache), read by every controls
+    run for the controls it leaves to a later rotation."""
+    from support.lab.data import cache_dir
+    return cache_dir() / LEDGER
+
+
+def read_ledger(path=None) -> dict:
+    """control name -> claim -> its last outcome that ran (outcome, evidence, near, commit,
+    date); an unreadable or absent ledger is an empty one."""
+    import json
+    path = path or ledger_file()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data.get("controls", {}) if isinstance(data, dict) else {}
+
+
+def remember(results: list[dict], commit: str, date: str, path=None) -> dict:
+    """Fold this run's outcomes into the ledger (a control that did not run keeps its last
+    outcome), written whole and atomically; returns the ledger. A cache that cannot be
+    written is left as it was."""
+    import json
+    import os
+    path = path or ledger_file()
+    data = read_ledger(path)
+    for r in results:
+        for cid, res in r["results"].items():
+            if res["outcome"] == "not run":
+                continue
+            kept = {"outcome": res["outcome"], "evidence": res["evidence"][:300],
+                    "commit": commit, "date": date}
+            if "near" in res:
+                kept["near"] = res["near"]
+            data.setdefault(r["name"], {})[cid] = kept
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{LEDGER}.{os.getpid()}")
+        tmp.write_text(json.dumps({"schema": 1, "controls": data}, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return data
+
+
+def known_controls(found: dict[str, Control]) -> dict[str, list[str]]:
+    """claim -> the names of every control written for it."""
+    out: dict[str, list[str]] = {}
+    for c in found.values():
+        for cid in c.claims:
+            out.setdefault(cid, []).append(c.name)
     return out
 
 
@@ -527,11 +716,14 @@ def run(command: str, args) -> int:
             results.append(evaluate(c, rep, wall, "process", registry))
             print(f"controls: {c.name} ({', '.join(c.claims)}), its own session, {wall:.0f} s")
     baseline = json.loads(args.report.read_text()) if args.report.is_file() else None
-    summary = summarise(results, registry, baseline)
+    date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    # what ran now joins this machine's ledger; what did not is judged by its last outcome
+    ledger = remember(results, commit, date)
+    summary = summarise(results, registry, baseline, known_controls(found), ledger,
+                        tuple(left))
     counts = count(results)
     wall = time.monotonic() - t0
-    data = {"schema": 1, "suite_commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    data = {"schema": 1, "suite_commit": commit, "date": date,
             "environment": fingerprint.label(baseline["environment"]) if baseline else None,
             "wall_s": round(wall, 1), "counts": counts,
             "rotation": {"process_controls": len(procs), "start": start,

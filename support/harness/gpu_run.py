@@ -31,8 +31,9 @@ about fifteen); one that would start with under 30 s left is skipped and said so
    precision's memory and throughput).
 4. **claims-gpu-rest** (40 %): the rest of the GPU tier.
 5. **claims-cuda-variants** (10 %): the CUDA variants of claims outside the GPU tier, whose
-   CPU variants the default run decides (DEV-10: timings are the least reproducible numbers),
-   selected as ``--tier fast,slow --only-device cuda -m needs_device``.
+   CPU variants the default run decides (DEV-10: timings are the least reproducible numbers;
+   the GPU halves of DTYPE-04, JAX-12 and JIT-13, required variants), selected as
+   ``--tier fast,slow --only-device cuda -m needs_device``.
 6. **controls-gpu** (25 %): the test-scope controls of the GPU claims that are quick to
    run (DEV-02 to DEV-06, DEV-12, RNG-08), which have never run where CUDA is, in one
    ``pytest --controls`` session; ``controls.json`` says per control and claim what the
@@ -170,7 +171,8 @@ CLAIM_STEPS = (
     # a claim of the slow tier with a CUDA variant: the default run decides its CPU variant,
     # and the GPU tier's steps never select it (its CUDA variant had never run)
     Step("claims-cuda-variants", "the CUDA variants of claims outside the GPU tier (DEV-10: "
-         "the timings are the least reproducible numbers)", 0.10, claims=("DEV-10",),
+         "the timings are the least reproducible numbers; the GPU halves of DTYPE-04, JAX-12 "
+         "and JIT-13)", 0.10, claims=("DEV-10", "DTYPE-04", "JAX-12", "JIT-13"),
          tier="fast,slow"),
 )
 # the GPU claims whose tests take seconds: their controls re-run them once per control;

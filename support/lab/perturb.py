@@ -1,8 +1,8 @@
 """Perturbations several negative controls (``@control`` functions) build on their MonkeyPatch:
 an optimizer's defaults (:func:`with_defaults`, ADAM-*) or the gradient its step reads
 (:func:`step_on`, LOOP-10, LOOP-14), the concrete table read through a change (:func:`read_as`,
-DS-*), Python floats' default dtype (:func:`python_floats_become`, DTYPE-*), JAX traced again
-under a control (:func:`retraced`, AD-*) or made to wait (:func:`waiting`, AD-09); a call or a
+DS-*), Python floats' default dtype (:func:`python_floats_become`, DTYPE-*), JAX made to wait
+(:func:`waiting`, AD-09); a call or a
 context made a given share dearer than it is (:func:`dearer`, :func:`dearer_context`: the timing
 claims' controls at the sentence's own threshold, TAPE-23, JIT-17, ...), a backward pass run
 again (:func:`backward_runs`, AD-01, AD-06), an optimizer method that sees its first parameter
@@ -37,31 +37,10 @@ def with_defaults(mp, fn, **new):
 
 
 # ----------------------------------------------------------------------------- JAX
-class JaxCaches:
-    """An attribute whose every assignment clears JAX's caches. A control sets it first, so
-    that functions jitted before it are traced again with its perturbation, and its undoing
-    restores it last, so that functions jitted under the control do not keep the
-    perturbation afterwards (a test-scope control is undone, the process goes on)."""
-
-    state = "as imported"
-
-    def __setattr__(self, name, value):
-        import jax
-        jax.clear_caches()
-        object.__setattr__(self, name, value)
-
-
-JAX_CACHES = JaxCaches()
-
-
-def retraced(mp) -> None:
-    mp.setattr(JAX_CACHES, "state", "under a control")
-
-
 def waiting(x, seconds: float):
     """``x`` passed through a host callback that sleeps ``seconds`` whenever the compiled
     program computing it runs (a sleep, not work: it stays the same on a busy machine)."""
-    # imported here, as in JaxCaches: the torch-only controls that import this module load no JAX
+    # imported here: the torch-only controls that import this module load no JAX
     import jax
     import jax.numpy as jnp
 

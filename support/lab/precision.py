@@ -42,14 +42,23 @@ def float16_underflow_grad(scale: float) -> tuple[float, float]:
     return w.grad.item(), w.grad.item() / scale
 
 
-def scaler_vs_plain(claim, make_opt, scale=2.0 ** 10):
-    """The same SGD/Adam step with and without a GradScaler, and the scaler's intermediates."""
+def scaler_vs_plain(claim, make_opt, scale=2.0 ** 10, which: str = "small"):
+    """The same SGD/Adam step with and without a GradScaler, and the scaler's intermediates.
+    ``which`` model: "small" (a 4-8-1 tanh network, one parameter group) or "nested" (the realistic
+    nested model of support.lab.nested in its three parameter groups, each at its own lr)."""
+    from support.lab import nested
     out = {}
     for use_scaler in (False, True):
         torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
-        opt = make_opt(model.parameters())
-        x, y = torch.randn(32, 4), torch.randn(32, 1)
+        if which == "nested":
+            model = nested.nested_model()
+            opt = make_opt(nested.param_groups(model))
+            d_in = nested.D_IN
+        else:
+            model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+            opt = make_opt(model.parameters())
+            d_in = 4
+        x, y = torch.randn(32, d_in), torch.randn(32, 1)
         loss = F.mse_loss(model(x), y)
         params = list(model.parameters())
         if use_scaler:

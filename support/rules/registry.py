@@ -149,7 +149,7 @@ class Claim:
     def _placeholder(self, what: str, name: str) -> str:
         from support.rules import tolerances
         if what == "reach":
-            return f"+- {tolerances.REACH[name]:.2f}"
+            return tolerances.reach_text(name)
         figs = self.figures[name]
         if what == "bound":
             return " and ".join(dict.fromkeys(str(b) for f in figs for b in f.bounds))

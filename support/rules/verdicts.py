@@ -132,21 +132,22 @@ def variant_outcome(*, when: str, passed: bool, skipped: bool, skip_reason: str 
                        "(use claim.check or claim.record)")
     if by.get("broken"):
         return Outcome("fails", _describe_broken(ms, by["broken"]), tuple(by["broken"]))
-    # "drift" says the qualitative claim held: not while one of its bounds is undecided
+    # the worst decided figure decides: a stated figure that left its tolerance beyond noise
+    # has moved (a drift), whatever an undecided comparison beside it says, which the reason
+    # names; inconclusive only when nothing decided is wrong
     open_bounds = [n for n in by.get("undecided", []) if ms[n].get("decided_by") == "bound"]
-    if open_bounds:
-        reason = _describe(ms, open_bounds, "straddles")
-        if by.get("outside"):
-            # the qualitative claim is undecided, but a stated figure that left its tolerance
-            # has moved all the same: said, never hidden behind the undecided comparison
-            reason += ("; meanwhile " + _describe(ms, by["outside"], "is outside")
-                       + " (a drift, once the comparison decides)")
-        return Outcome("inconclusive", reason, tuple(open_bounds))
     if by.get("outside"):
-        return Outcome("drift", _describe(ms, by["outside"], "is outside"),
-                       tuple(by["outside"]))
+        reason = _describe(ms, by["outside"], "is outside")
+        if open_bounds:
+            reason += ("; meanwhile " + _describe(ms, open_bounds, "straddles")
+                       + " (the qualitative claim is undecided)")
+        return Outcome("drift", reason, tuple(by["outside"]))
+    if open_bounds:
+        return Outcome("inconclusive", _describe(ms, open_bounds, "straddles"),
+                       tuple(open_bounds))
     if by.get("undecided"):
-        return Outcome("inconclusive", _describe(ms, by["undecided"], "straddles"), tuple(by["undecided"]))
+        return Outcome("inconclusive", _describe(ms, by["undecided"], "straddles"),
+                       tuple(by["undecided"]))
     return Outcome("holds")
 
 

@@ -162,7 +162,7 @@ def test_a_quote_not_in_the_notes_is_refused(registry, docs, expectations, span,
 def test_a_correction_of_several_spans_corrects_each_in_its_sentence(registry, docs,
                                                                      expectations):
     """JIT-18 corrects the table's row and the reason L:183 gives for it; AD-13 two spans of
-    one sentence, side by side; SPLIT-07 says which figures are its build's."""
+    one sentence, side by side."""
     corrs = {c.id: c for c in _every_correction(registry, docs, expectations)}
     lecture = docs["lecture"]
     jit = corrs["JIT-18"]
@@ -170,13 +170,12 @@ def test_a_correction_of_several_spans_corrects_each_in_its_sentence(registry, d
     assert jit.line == 175 and not jit.problem
     text, problems = errata.corrected_text(lecture.text, list(corrs.values()))
     assert not problems
-    for cid in ("JIT-18", "AD-13", "SPLIT-07"):
+    for cid in ("JIT-18", "AD-13"):
         for p in corrs[cid].places:
             assert p.span.correction in text, (cid, p.span.quote)
     for quote in ("because that is exactly what fusion removes", ", which is float64 epsilon"):
         assert quote not in text
     assert "twice float64 epsilon (2.2 × 10⁻¹⁶)" in text
-    assert "6.27 MPa on the notes’ build" in text
 
 
 def _every_correction(registry, docs, expectations) -> list[errata.Correction]:

@@ -474,6 +474,25 @@ def test_a_timing_interval_decides_holds_fails_or_inconclusive(suite, interval, 
         assert result.ret == 0 and "straddles" in _claim(data, "XX-01")["reason"]
 
 
+def test_a_moved_figure_beside_an_undecided_comparison_is_a_drift_that_fails_the_run(suite):
+    """The worst decided figure decides: "ratio" moved off its exact 2.0 while "speedup"'s
+    interval straddles its bound. Undecided is no cover for a figure that moved: the claim
+    drifts, the run is red, and the reason names both."""
+    src = """
+        import pytest
+
+        @pytest.mark.claim("XX-01")
+        def test_a(claim):
+            claim.check("ratio", 2.5)
+            claim.check("speedup", 1.3, interval=(1.1, 1.5))
+    """
+    result, data, verdicts = suite(src)
+    assert verdicts["XX-01"] == "drift"
+    assert result.ret != 0
+    reason = _claim(data, "XX-01")["reason"]
+    assert "ratio = 2.5 is outside" in reason and "speedup" in reason and "straddles" in reason
+
+
 def test_a_claim_whose_required_variant_did_not_run_is_partial(suite):
     src = """
         import pytest

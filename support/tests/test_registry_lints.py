@@ -368,6 +368,55 @@ def test_every_testable_claim_has_a_control_or_says_why_not(registry):
     assert not missing, f"{len(missing)} claims lack a control:\n  " + "\n  ".join(missing)
 
 
+# the controls that still change this repository's own code, each with the issue that
+# replaces it; the lint below fails on any other, and on an entry that no longer does
+PATCHES_THE_SUITE: dict[str, str] = {}
+
+
+def test_no_control_patches_the_suites_own_code():
+    """A control changes the library (torch, JAX, optax, scikit-learn), the data or the
+    environment, never this repository's code (claims/README.md): every control is run
+    against a recording stand-in of its MonkeyPatch, and none may set or delete a module,
+    function or class of support/ or claims/ (support.harness.controls.suite_patches), but
+    those PATCHES_THE_SUITE lists with the issue that removes them."""
+    from support.harness import controls
+    patching = {name: p for name, c in controls.discover().items()
+                if (p := controls.suite_patches(c))}
+    unknown = {name: p for name, p in patching.items() if name not in PATCHES_THE_SUITE}
+    assert not unknown, "controls that patch this repository's code: " + "; ".join(
+        f"{name}: {', '.join(p)}" for name, p in unknown.items())
+    stale = sorted(set(PATCHES_THE_SUITE) - set(patching))
+    assert not stale, f"no longer patch the suite (drop them from PATCHES_THE_SUITE): {stale}"
+
+
+def test_the_suite_patch_lint_sees_a_patch_of_the_suite():
+    """The lint's negative control: each way a control can reach this repository's code is
+    seen (a module, by object or by its dotted name, a function's defaults, a class, a
+    mapping a module holds); a patch of the library, the data table or the environment is
+    not."""
+    import sys
+
+    import torch
+
+    from support.harness import controls
+    from support.lab import experiments, nested, stories
+    from support.lab.perturb import read_scaled, with_defaults
+
+    def patches(apply):
+        return controls.suite_patches(controls.Control("c", ("XX-01",), "w", apply))
+    assert patches(lambda mp: mp.setattr(experiments, "_jobs", dict)) == [
+        "mp.setattr(support.lab.experiments, '_jobs')"]
+    assert patches(lambda mp: mp.setattr("support.lab.experiments._jobs", dict))
+    assert patches(lambda mp: mp.setattr(sys.modules[__name__], "PATCHES_THE_SUITE", {}))
+    assert patches(lambda mp: with_defaults(mp, nested.nested_model, seed=1))
+    assert patches(lambda mp: mp.setattr(nested.NestedNet, "forward", lambda self, x: x))
+    assert patches(lambda mp: mp.setitem(stories.STORIES, "raw", {}))
+    assert patches(lambda mp: mp.setattr(torch, "tanh", torch.sin)) == []
+    assert patches(lambda mp: with_defaults(mp, torch.optim.Adam.__init__, lr=0.1)) == []
+    assert patches(lambda mp: read_scaled(mp, "age_days", 1 / 7)) == []
+    assert patches(lambda mp: mp.setenv("OMP_NUM_THREADS", "1")) == []
+
+
 # --------------------------------------------------------------------------- each fact once
 _NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?"
 # a threshold written into prose: a comparison, or a range ("[2, 2.7]", "1-4x", "2 to 5")

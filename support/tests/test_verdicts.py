@@ -123,13 +123,44 @@ def test_a_variant_holds_drifts_fails_or_is_inconclusive_by_its_figures():
     assert o.verdict == "inconclusive" and "[0.9, 1.1]" in o.reason
 
 
-def test_an_undecided_bound_outranks_a_figure_outside_its_tolerance():
-    # drift says "the qualitative claim held": not while one of its bounds is undecided
-    bound = dict(fig("undecided"), decided_by="bound")
+def test_a_figure_outside_its_tolerance_is_outside_while_its_bound_straddles():
+    """AD-14: the count 3.498 [2.896, 3.498] lies wholly below its stated 4's band [3.5, 4.5]
+    (it moved, decided) while its interval straddles the bound >= 3: the figure is outside,
+    and only a broken bound outranks that."""
+    from support.rules.tolerances import TABLE, judge_where
+    b = (Bound.parse(">= 3"),)
+    assert judge_where(3.498, (2.896, 3.498), 4, TABLE["orders"], b) == ("outside", "tolerance")
+    assert judge_where(3.8, (2.896, 3.9), 4, TABLE["orders"], b) == ("undecided", "bound")
+    assert judge_where(2.5, (2.4, 2.6), 4, TABLE["orders"], b) == ("broken", "bound")
+
+
+def test_a_reach_goes_both_ways_unless_every_computation_moves_the_figure_one_way():
+    """REACH: how far rounding alone moves a figure; REACH_SIDE: a reach whose every
+    alternative computation moves the figure one way stops at the measured value (AD-14's
+    count: torch's and JAX's loss give fewer orders than NumPy's, never more)."""
+    from support.rules import tolerances
+    both = tolerances.within_reach(0.0, "mpa:mean of 5")
+    r = tolerances.REACH["mpa:mean of 5"]
+    assert both["interval"] == (-r, r) and "+- 0.11" in both["note"]
+    one = tolerances.within_reach(3.5, "orders:best central difference")
+    assert one["interval"] == (3.5 - tolerances.REACH["orders:best central difference"], 3.5)
+    assert "- 0.60" in one["note"] and "+-" not in one["note"]
+    assert set(tolerances.REACH_SIDE) <= set(tolerances.REACH)
+    assert set(tolerances.REACH_SIDE.values()) <= {"below", "above"}
+
+
+def test_a_decided_figure_is_never_hidden_by_an_undecided_one():
+    # the worst decided figure decides: a stated figure outside its tolerance is a drift
+    # beside an undecided bound (named in the reason), a broken bound a failure
+    bound = dict(fig("undecided", interval=(0.9, 1.1)), decided_by="bound")
     edge = dict(fig("undecided"), decided_by="tolerance")
-    assert outcome(measurements={"a": fig("outside"), "b": bound}).verdict == "inconclusive"
-    # a figure merely straddling its tolerance edge leaves a resolved drift a drift
+    o = outcome(measurements={"a": fig("outside"), "b": bound})
+    assert o.verdict == "drift" and o.figures == ("a",)
+    assert "b = " in o.reason and "straddles" in o.reason
+    assert outcome(measurements={"a": fig("broken"), "b": bound}).verdict == "fails"
     assert outcome(measurements={"a": fig("outside"), "b": edge}).verdict == "drift"
+    # inconclusive only when nothing decided is wrong
+    assert outcome(measurements={"a": fig("within"), "b": bound}).verdict == "inconclusive"
 
 
 def test_an_assertion_is_fails_anything_else_error_and_nothing_recorded_error():
@@ -231,11 +262,13 @@ def test_halt_judges_the_example_not_the_running_worst():
 
 
 def test_an_undecided_comparison_does_not_hide_a_figure_that_moved():
-    """SPLIT-05: the gain difference straddles its bound (inconclusive), while a printed
-    figure of the same test left its tolerance: the reason says so."""
+    """SPLIT-05: the gain difference straddles its bound, while a printed figure of the same
+    test left its tolerance: the printed figure moved whatever the comparison says, so the
+    variant drifts on it, and the reason names the undecided comparison beside it."""
     ms = {"gain difference": {**fig("undecided", 0.18, "bound > 0", (-0.2, 0.6)),
                               "decided_by": "bound"},
           "HGB gain": fig("outside", 1.95, "stated 1.81")}
     o = outcome(measurements=ms)
-    assert o.verdict == "inconclusive" and o.figures == ("gain difference",)
+    assert o.verdict == "drift" and o.figures == ("HGB gain",)
     assert "HGB gain = 1.95 is outside stated 1.81" in o.reason
+    assert "gain difference = 0.18 [-0.2, 0.6] straddles" in o.reason
