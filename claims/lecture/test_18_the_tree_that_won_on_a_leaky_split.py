@@ -87,18 +87,17 @@ pytestmark = pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("SPLIT-01")
 def test_random_kfold_tree_4_44_and_mlp_4_87(concrete, claim, tvn, fresh):
     res = tvn["kfold"]
-    tree = claim.check('HGB, KFold mean of 25', float(res['hgb'].mean()), unit='MPa')
-    net = claim.check('MLP, KFold mean of 25', float(res['mlp'].mean()), unit='MPa')
+    claim.check('HGB, KFold mean of 25', float(res['hgb'].mean()), unit='MPa')
+    claim.check('MLP, KFold mean of 25', float(res['mlp'].mean()), unit='MPa')
     claim.record('runs per model', res['mlp'].size,
                  note="the protocol's configuration, as the suite ran it (not a measurement)")
     record_runs(claim, res, "kfold")
     claim.record('HGB identical for every seed', experiments.hgb_seed_independent(concrete, fresh=fresh))
     assert experiments.hgb_seed_independent(concrete, fresh=fresh)
-    assert 4.2 <= tree <= 4.7 and 4.6 <= net <= 5.2
 
 
 @control("SPLIT-01", "SPLIT-02", "SPLIT-03", "SPLIT-04", "SPLIT-05", "SPLIT-06", "SPLIT-08",
-         "SPLIT-11", "RNG-12", scope="process",
+         "SPLIT-11", "RNG-12", scope="process", moves=("HGB, KFold mean of 25",),
          what="scikit-learn's HistGradientBoostingRegressor stops after 10 boosting iterations "
               "instead of its default 100: the tree is much weaker than the network under "
               "either split and gains little from the leak")
@@ -279,8 +278,7 @@ def test_scaler_fitted_on_all_rows_makes_no_measurable_difference(concrete, clai
     # "no measurable effect": the difference lies within 2 SE of zero (the registry's bound)
     claim.check("difference / SE", mean / se,
                 note="mean paired difference over its standard error (std ddof 1 / sqrt 15)")
-    # the leaky arm really did see other inputs: the paired runs are not identical
-    assert np.any(diff != 0)
+    claim.check("paired runs that differ", int(np.count_nonzero(diff)))
 
 
 @control("SPLIT-07", scope="process",

@@ -51,7 +51,8 @@ def test_without_zero_grad_the_curve_wanders_below_the_baseline(concrete, claim,
     # "below the 17.9 baseline", for most of the run
     claim.check("share of epochs below the baseline", float(np.mean(curve < base)))
     # contrast: the working loop's curve is far lower than the broken one
-    assert np.median(fixed[60:]) < 0.6 * np.median(curve[60:])
+    claim.check("working loop / no zero_grad, median of the last 60 epochs",
+                float(np.median(fixed[60:]) / np.median(curve[60:])))
 
 
 @control("STORY-06", "STORY-07", "STORY-10", scope="process",
@@ -145,7 +146,7 @@ def test_without_zero_grad_the_run_ends_at_23_2_after_sitting_near_12(concrete, 
     claim.check("the last trough before the end", float(curve[last]), unit="MPa")
     # worse than predicting the mean, and far worse than the working loop
     assert final > base
-    assert final > 1.5 * runs["fixed"].rmse
+    claim.check("final RMSE / working loop's", final / runs["fixed"].rmse)
     assert curve.min() < final
 
 
@@ -191,7 +192,6 @@ def test_without_zero_grad_the_step_uses_the_sum_of_every_earlier_gradient(claim
         worst = max(worst, rel)
         opt.step()
     claim.check('max_rel_diff_to_running_sum', worst)
-    assert worst <= 1e-6
     # contrast: the accumulated gradient is not the fresh one
     assert not torch.allclose(model.weight.grad, probe.weight.grad)
 
@@ -204,14 +204,13 @@ def test_restoring_zero_grad_scores_5_5_and_the_curve_settles(concrete, claim, r
     claim.check('RMSE', fixed.rmse, unit='MPa')
     claim.record("curve (validation RMSE per epoch)", [round(float(v), 4) for v in curve], unit="MPa")
     last3 = curve[-3:]
-    spread = claim.record("spread of the last 3 epochs", float(last3.max() - last3.min()), unit="MPa")
+    claim.check("spread of the last 3 epochs", float(last3.max() - last3.min()), unit="MPa")
     broken = np.array(runs["no_zero_grad"].history)
     claim.record("spread of the broken run's last 3 epochs",
                  float(broken[-3:].max() - broken[-3:].min()), unit="MPa")
-    assert 5.0 <= fixed.rmse <= 6.0
-    assert spread < 0.5
     # contrast: the same seed and fold without the line does not settle
-    assert float(np.std(broken[-30:])) > 5 * float(np.std(curve[-30:]))
+    claim.check("no zero_grad / restored, std of the last 30 epochs",
+                float(np.std(broken[-30:]) / np.std(curve[-30:])))
 
 
 @control("STORY-08", "STORY-10", scope="process",
@@ -240,7 +239,7 @@ def test_figure_broken_run_oscillates_across_the_mean_line(concrete, claim, runs
     claim.check('working run, last epoch', float(fixed[-1]), unit='MPa')
     # the correct run settles far under the line: its last 20 epochs, not only the last one
     claim.record("working run, highest of the last 20 epochs", float(fixed[-20:].max()), unit="MPa")
-    assert fixed[-20:].max() < 0.5 * base
+    claim.check("working run, highest of the last 20 epochs / baseline", float(fixed[-20:].max() / base))
 
 
 @pytest.mark.xdist_group("concrete-experiments")
@@ -257,13 +256,13 @@ def test_without_zero_grad_the_gradient_norm_climbs_in_a_straight_line(concrete,
     steps = np.arange(1, len(bad) + 1)
     slope, icpt = np.polyfit(steps, bad, 1)
     r2 = 1 - np.sum((bad - (slope * steps + icpt)) ** 2) / np.sum((bad - bad.mean()) ** 2)
-    claim.record("straight-line fit R^2", float(r2))
-    ratio = claim.record("step 8 / step 1 without", float(bad[-1] / bad[0]))
-    assert len(bad) == len(good) == 8
-    # grows every step, in a straight line ...
-    assert np.all(np.diff(bad) > 0) and r2 > 0.95 and 5 <= ratio <= 9
-    # ... while the correct loop's stays in a narrow band
-    assert good.max() / good.min() < 1.6
+    claim.check("straight-line fit R^2", float(r2))
+    claim.record("step 8 / step 1 without", float(bad[-1] / bad[0]))
+    assert len(bad) == len(good)
+    claim.check("steps", len(bad))
+    # grows every step, in a straight line, while the correct loop's stays in a narrow band
+    claim.check("without, grows every step", bool(np.all(np.diff(bad) > 0)))
+    claim.check("with, largest / smallest", float(good.max() / good.min()))
 
 
 @control("STORY-09", moves=("without, step 8",),

@@ -40,11 +40,11 @@ def test_lr_0_001_is_at_11_9_and_still_descending(claim, sgd):
     run = sgd["lr", 1e-3, 0]
     h = np.array(run.history)
     claim.check('RMSE', run.rmse, unit='MPa')
-    slope = claim.record("slope over the last 10 epochs", float(np.polyfit(np.arange(10), h[-10:], 1)[0]),
-                         unit="MPa/epoch")
+    claim.check("slope over the last 10 epochs", float(np.polyfit(np.arange(10), h[-10:], 1)[0]),
+                unit="MPa/epoch")
+    claim.check("each of the last 10 epochs lower than the one before",
+                bool(np.all(np.diff(h[-10:]) < 0)))
     claim.record("curve", curve(run), unit="MPa")
-    assert 10 <= run.rmse <= 14
-    assert slope < 0 and np.all(np.diff(h[-10:]) < 0)
 
 
 @control("LR-01", scope="process", moves=("RMSE",),
@@ -73,7 +73,6 @@ def test_lr_0_01_reaches_6_4(claim, sgd):
     run = sgd["lr", 1e-2, 0]
     claim.check('RMSE', run.rmse, unit='MPa')
     claim.record("curve", curve(run), unit="MPa")
-    assert 5.8 <= run.rmse <= 7.0
 
 
 @control("LR-02", scope="process", moves=("RMSE",),
@@ -90,7 +89,6 @@ def test_lr_0_1_reaches_5_1(claim, sgd):
     run = sgd["lr", 0.1, 0]
     claim.check('RMSE', run.rmse, unit='MPa')
     claim.record("curve", curve(run), unit="MPa")
-    assert 4.6 <= run.rmse <= 5.8
 
 
 @control("LR-03", scope="process", moves=("RMSE",),
@@ -110,9 +108,10 @@ def test_lr_2_gives_nan_from_the_first_epoch_on_every_seed(claim, sgd):
     claim.record("non-finite epochs per seed", [r.nonfinite_epochs for r in runs])
     claim.check('seed 0, non-finite epochs', runs[0].nonfinite_epochs)
     # total, not gradual: every epoch of every seed is NaN, from the first on
-    assert all(r.first_nonfinite_epoch == 1 and r.nonfinite_epochs == 120 for r in runs)
-    # contrast: one step down the sweep, the same loop converges
-    assert sgd["lr", 0.1, 0].nonfinite_epochs == 0
+    claim.check("every seed non-finite from the first epoch to the last",
+                all(r.first_nonfinite_epoch == 1 and r.nonfinite_epochs == len(r.history)
+                    for r in runs))
+    claim.check("lr 0.1 stays finite", sgd["lr", 0.1, 0].nonfinite_epochs == 0)
 
 
 @control("LR-04", scope="process",
@@ -165,7 +164,6 @@ def test_lr_1_depends_on_the_seed_nan_in_two_diverged_in_four(concrete, claim, s
     # the outcome depends on the seed: some NaN, the others finite but diverged (far
     # worse than predicting the mean), none converged
     assert nan and finite
-    assert all(v > 50 for v in finite)
     assert min(finite) > base
 
 

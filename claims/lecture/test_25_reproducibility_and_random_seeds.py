@@ -297,13 +297,11 @@ def test_the_notes_comparisons_are_means_over_five_seeds_and_five_folds(claim):
 @pytest.mark.claim("RNG-13")
 def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
     mlp = grouped["mlp"]
-    mean = claim.check('mean', float(mlp.mean()), unit='MPa')
-    sd = claim.check('std (ddof 0)', float(mlp.std(ddof=0)), unit='MPa')
-    claim.record('runs', mlp.size,
-                 note="the protocol's configuration, as the suite ran it (not a measurement)")
+    claim.check('mean', float(mlp.mean()), unit='MPa')
+    claim.check('std (ddof 0)', float(mlp.std(ddof=0)), unit='MPa')
+    claim.check('runs', mlp.size,
+                note="the protocol's configuration, as the suite ran it (not a measurement)")
     claim.record("runs (seed x fold)", np.round(mlp, 3).tolist(), unit="MPa")
-    assert mlp.size == 25
-    assert 6.0 <= mean <= 7.0 and 0.4 <= sd <= 0.9
 
 
 @control("RNG-13", scope="process", moves=("mean", "std (ddof 0)"),

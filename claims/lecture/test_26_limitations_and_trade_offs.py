@@ -558,9 +558,8 @@ def test_saved_activations_grow_linearly_with_depth_and_vanish_under_no_grad(cla
     # Linear's saved input) of rows x width per layer
     claim.check('held_bytes_per_layer', slope, unit='B',
                 note=f"one float32 activation of {rows} x {width} is {rows * width * 4} B")
-    claim.record("depth_linear_R2", r2)
+    claim.check("depth_linear_R2", r2)
     claim.record("held_MB_by_depth", [h / MB for h in held], unit="MB")
-    assert r2 > 0.99 and slope > 0
     assert held_no_grad == [0] * len(depths), "control: without the tape nothing is stored"
 
 
@@ -599,7 +598,6 @@ def test_hessian_and_per_example_gradients_are_one_line(claim):
     claim.check('hessian_vs_loop', dh)
     claim.check('per_example_vs_loop', dg)
     assert H.shape == (4, 4) and per_ex.shape == (5, 4)
-    assert dh <= 1e-12 and dg <= 1e-12
 
 
 @control("JAX-06", "JAX-08", "JAX-15", what="jax.vmap hands back the examples' results in "

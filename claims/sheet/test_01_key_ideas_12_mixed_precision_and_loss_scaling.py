@@ -129,8 +129,10 @@ def test_float16_flushes_tiny_gradients_to_zero_and_loses_their_update(claim):
     # one threshold: everything at or below it flushes, everything above survives (its value
     # against the notes' 6e-8 is the figure's: its stated value and its bounds)
     assert smallest_kept > largest_flushed
-    assert (y[x <= largest_flushed] == 0).all() and (y[x > largest_flushed] > 0).all()
-    assert lost == 0.0 and kept != 0.0
+    claim.check("one threshold: at or below it 0, above it kept",
+                bool((y[x <= largest_flushed] == 0).all() and (y[x > largest_flushed] > 0).all()))
+    claim.check("a 2e-8 gradient's update is lost", lost == 0.0)
+    claim.check("a 1e-7 gradient's update is kept", kept != 0.0)
 
 
 @control("AMP-01", what="float16 flushes every subnormal to zero (as hardware in flush-to-zero "
@@ -230,7 +232,6 @@ def test_scaling_lifts_a_gradient_that_underflows_in_float16(claim):
     claim.record("gradient_with_S_2^15", scaled)
     claim.record("recovered_after_dividing_by_S", recovered)
     claim.check('relative_error', rel)
-    assert rel < 1e-3
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -418,7 +419,7 @@ def test_bfloat16_has_float32s_8_exponent_bits_and_range(claim):
     claim.check('bfloat16_max_over_float32_max', bf.max / f32.max)
     claim.record('bfloat16_smallest_normal', bf.smallest_normal)
     assert exponent_bits(BF16) == exponent_bits(torch.float32) > exponent_bits(F16)
-    assert bf.smallest_normal == f32.smallest_normal and bf.max / f32.max > 0.99
+    assert bf.smallest_normal == f32.smallest_normal
     assert torch.tensor(1e38).to(BF16).isfinite() and torch.tensor(1e38).to(F16).isinf()
 
 
@@ -438,10 +439,10 @@ def test_bfloat16_keeps_float32_exponent_and_range(claim):
     nexp = int(jnp.finfo(jnp.bfloat16).nexp)
     claim.check('bfloat16_exponent_bits', nexp)
     claim.record('bfloat16_max', bf.max)
-    claim.check('float16_max', f16.max)
+    claim.check('float16_max', f16.max)               # contrast: float16's 5 bits give no such range
+    claim.check("bfloat16_max_over_float32_max", bf.max / f32.max)
     assert nexp == int(jnp.finfo(jnp.float32).nexp)
-    assert abs(bf.max / f32.max - 1) < 0.01 and bf.smallest_normal == f32.smallest_normal
-    assert f16.max == 65504.0            # contrast: float16's 5 bits give no such range
+    assert bf.smallest_normal == f32.smallest_normal
 
 
 @control("DTYPE-16", what="bfloat16 is float16 in both frameworks: 5 exponent bits and a "
