@@ -148,9 +148,8 @@ def linear_warns_on_unscaled_inputs(mp):
 
 @control("STORY-11", scope="process", moves=("Adam, raw inputs",),
          what="the fine aggregate reads 0.1 % high: the raw-input run, whose first layer sees "
-              "that column unscaled, ends at 8.18 MPa, a printed 8.2, not 8.3; the scaled "
-              "runs do not see the change (measured: the coarse aggregate 0.1 % high gives "
-              "8.27, inside; the cement 0.1 % high 8.54)")
+              "that column unscaled, ends about one printed digit away from 8.3, the "
+              "figure's own scale; the scaled runs do not see the change")
 def fine_aggregate_reads_a_tenth_of_a_percent_high(mp):
     # the figure's own scale: one printed digit off a single run's 8.3. A single run moves
     # that much under any small change of its inputs, so no smaller move is steady
@@ -184,11 +183,11 @@ def superplasticizer_in_grams(mp):
     read_scaled(mp, "superplasticizer", 1000)
 
 
-# the ratio as measured is 156.8, 4.6 % over its 150: a reading 5 % high (a dosing record
-# miscalibrated) puts it at 149.4, just under
+# the data's ratio stands a few percent over its 150: a reading 5 % high (a dosing record
+# miscalibrated) carries it just under
 @control("DS-12", what="superplasticizer is read 5 % high (a miscalibrated dosing record): the "
-                       "coarse-aggregate / superplasticizer ratio falls from 156.8 to 149.4, "
-                       "just under the 150")
+                       "coarse-aggregate / superplasticizer ratio, a few percent over the 150 "
+                       "in the data, falls just under it")
 def superplasticizer_reads_five_percent_high(mp):
     read_scaled(mp, "superplasticizer", 1.05)
 
