@@ -36,9 +36,9 @@ def _keep_gradients(mp):
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("STORY-06")
-def test_without_zero_grad_the_curve_wanders_below_the_baseline(concrete, claim, runs):
-    curve = np.array(runs["no_zero_grad"].history)
-    fixed = np.array(runs["fixed"].history)
+def test_without_zero_grad_the_curve_wanders_below_the_baseline(concrete, claim, adam_runs):
+    curve = np.array(adam_runs["no_zero_grad"].history)
+    fixed = np.array(adam_runs["fixed"].history)
     base = baseline_rmse(concrete)
     claim.record("curve (validation RMSE per epoch)", [round(float(v), 3) for v in curve], unit="MPa")
     claim.record("median", float(np.median(curve)), unit="MPa")
@@ -130,8 +130,8 @@ def accumulated_gradients_decay_by_four_percent(mp):
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("STORY-07")
-def test_without_zero_grad_the_run_ends_at_23_2_after_sitting_near_12(concrete, claim, runs):
-    broken = runs["no_zero_grad"]
+def test_without_zero_grad_the_run_ends_at_23_2_after_sitting_near_12(concrete, claim, adam_runs):
+    broken = adam_runs["no_zero_grad"]
     curve = np.array(broken.history)
     base = baseline_rmse(concrete)
     final = claim.check('final RMSE', broken.rmse, unit='MPa')
@@ -146,7 +146,7 @@ def test_without_zero_grad_the_run_ends_at_23_2_after_sitting_near_12(concrete, 
     claim.check("the last trough before the end", float(curve[last]), unit="MPa")
     # worse than predicting the mean, and far worse than the working loop
     assert final > base
-    claim.check("final RMSE / working loop's", final / runs["fixed"].rmse)
+    claim.check("final RMSE / working loop's", final / adam_runs["fixed"].rmse)
     assert curve.min() < final
 
 
@@ -196,14 +196,14 @@ def test_without_zero_grad_the_step_uses_the_sum_of_every_earlier_gradient(claim
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("STORY-08")
-def test_restoring_zero_grad_scores_5_5_and_the_curve_settles(concrete, claim, runs):
-    fixed = runs["fixed"]
+def test_restoring_zero_grad_scores_5_5_and_the_curve_settles(concrete, claim, adam_runs):
+    fixed = adam_runs["fixed"]
     curve = np.array(fixed.history)
     claim.check('RMSE', fixed.rmse, unit='MPa')
     claim.record("curve (validation RMSE per epoch)", [round(float(v), 4) for v in curve], unit="MPa")
     last3 = curve[-3:]
     claim.check("spread of the last 3 epochs", float(last3.max() - last3.min()), unit="MPa")
-    broken = np.array(runs["no_zero_grad"].history)
+    broken = np.array(adam_runs["no_zero_grad"].history)
     claim.record("spread of the broken run's last 3 epochs",
                  float(broken[-3:].max() - broken[-3:].min()), unit="MPa")
     # contrast: the same seed and fold without the line does not settle
@@ -221,9 +221,9 @@ def zero_grad_does_nothing(mp):
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("STORY-10")
-def test_figure_broken_run_oscillates_across_the_mean_line(concrete, claim, runs):
-    curve = np.array(runs["no_zero_grad"].history)
-    fixed = np.array(runs["fixed"].history)
+def test_figure_broken_run_oscillates_across_the_mean_line(concrete, claim, adam_runs):
+    curve = np.array(adam_runs["no_zero_grad"].history)
+    fixed = np.array(adam_runs["fixed"].history)
     base = baseline_rmse(concrete)
     # the figure's range is read from the curve after its first few epochs (both runs
     # start near the baseline)

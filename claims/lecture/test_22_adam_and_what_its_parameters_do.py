@@ -637,7 +637,8 @@ def test_sgd_first_step_is_2_7_and_0_18_while_adams_is_lr_in_both(claim):
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("ADAM-13")
-def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, claim, runs, sgd):
+def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, claim, adam_runs,
+                                                                  sgd_runs):
     # the mechanism, on the raw concrete batch: Adam's first step is lr in every weight,
     # SGD's is proportional to each input column's size (the coarse aggregate's over a
     # hundred times the superplasticizer's, DS-12)
@@ -649,12 +650,12 @@ def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, cla
     claim.record("Adam first step / lr, max", float(adam[moved].max() / lr))
     col = plain.mean(0)
     claim.check("SGD first step, largest / smallest column", float(col.max() / col[col > 0].min()))
-    claim.record("Adam raw (survived)", runs["raw"].rmse, unit="MPa")
-    claim.record("SGD raw (exploded)", sgd["raw", lr, 0].rmse, unit="MPa")
+    claim.record("Adam raw (survived)", adam_runs["raw"].rmse, unit="MPa")
+    claim.record("SGD raw (exploded)", sgd_runs["raw", lr, 0].rmse, unit="MPa")
     assert torch.allclose(adam[moved], torch.full_like(adam[moved], lr), rtol=1e-3)
     # the outcome it explains: Adam survives with a mediocre model, SGD gives NaN
-    assert math.isfinite(runs["raw"].rmse) and not math.isfinite(sgd["raw", lr, 0].rmse)
-    claim.check("Adam raw / Adam scaled", runs["raw"].rmse / runs["fixed"].rmse)
+    assert math.isfinite(adam_runs["raw"].rmse) and not math.isfinite(sgd_runs["raw", lr, 0].rmse)
+    claim.check("Adam raw / Adam scaled", adam_runs["raw"].rmse / adam_runs["fixed"].rmse)
 
 
 @control("ADAM-13",

@@ -24,7 +24,7 @@ SIX = range(6)
 
 
 @pytest.fixture(scope="module")
-def sgd(concrete, fresh):
+def sgd_runs(concrete, fresh):
     return experiments.sgd_runs(concrete, fresh=fresh)
 
 
@@ -36,8 +36,8 @@ pytestmark = pytest.mark.xdist_group("concrete-experiments")
 
 
 @pytest.mark.claim("LR-01")
-def test_lr_0_001_is_at_11_9_and_still_descending(claim, sgd):
-    run = sgd["lr", 1e-3, 0]
+def test_lr_0_001_is_at_11_9_and_still_descending(claim, sgd_runs):
+    run = sgd_runs["lr", 1e-3, 0]
     h = np.array(run.history)
     claim.check('RMSE', run.rmse, unit='MPa')
     claim.check("slope over the last 10 epochs", float(np.polyfit(np.arange(10), h[-10:], 1)[0]),
@@ -68,8 +68,8 @@ def sgd_stops_before_the_last_epoch(mp):
 
 
 @pytest.mark.claim("LR-02")
-def test_lr_0_01_reaches_6_4(claim, sgd):
-    run = sgd["lr", 1e-2, 0]
+def test_lr_0_01_reaches_6_4(claim, sgd_runs):
+    run = sgd_runs["lr", 1e-2, 0]
     claim.check('RMSE', run.rmse, unit='MPa')
     claim.record("curve", curve(run), unit="MPa")
 
@@ -83,8 +83,8 @@ def sgd_steps_three_percent_shorter(mp):
 
 
 @pytest.mark.claim("LR-03")
-def test_lr_0_1_reaches_5_1(claim, sgd):
-    run = sgd["lr", 0.1, 0]
+def test_lr_0_1_reaches_5_1(claim, sgd_runs):
+    run = sgd_runs["lr", 0.1, 0]
     claim.check('RMSE', run.rmse, unit='MPa')
     claim.record("curve", curve(run), unit="MPa")
 
@@ -100,8 +100,8 @@ def sgd_steps_a_thousandth_shorter(mp):
 
 
 @pytest.mark.claim("LR-04")
-def test_lr_2_gives_nan_from_the_first_epoch_on_every_seed(claim, sgd):
-    runs = [sgd["lr", 2.0, s] for s in SIX]
+def test_lr_2_gives_nan_from_the_first_epoch_on_every_seed(claim, sgd_runs):
+    runs = [sgd_runs["lr", 2.0, s] for s in SIX]
     claim.record("first non-finite epoch per seed", [r.first_nonfinite_epoch for r in runs])
     claim.record("non-finite epochs per seed", [r.nonfinite_epochs for r in runs])
     claim.check('seed 0, non-finite epochs', runs[0].nonfinite_epochs)
@@ -109,7 +109,7 @@ def test_lr_2_gives_nan_from_the_first_epoch_on_every_seed(claim, sgd):
     claim.check("every seed non-finite from the first epoch to the last",
                 all(r.first_nonfinite_epoch == 1 and r.nonfinite_epochs == len(r.history)
                     for r in runs))
-    claim.check("lr 0.1 stays finite", sgd["lr", 0.1, 0].nonfinite_epochs == 0)
+    claim.check("lr 0.1 stays finite", sgd_runs["lr", 0.1, 0].nonfinite_epochs == 0)
 
 
 @control("LR-04", scope="process",
@@ -124,8 +124,8 @@ def sgd_warms_up_over_the_first_epoch(mp):
 
 
 @pytest.mark.claim("LR-06")
-def test_the_sweep_is_ordered(claim, sgd):
-    r = {lr: sgd["lr", lr, 0].rmse for lr in (1e-3, 1e-2, 0.1, 2.0)}
+def test_the_sweep_is_ordered(claim, sgd_runs):
+    r = {lr: sgd_runs["lr", lr, 0].rmse for lr in (1e-3, 1e-2, 0.1, 2.0)}
     claim.record("RMSE at lr 0.001, 0.01, 0.1", [r[1e-3], r[1e-2], r[0.1]], unit="MPa")
     claim.record('lr 2.0 finite', math.isfinite(r[2.0]))
     assert r[1e-3] > r[1e-2] > r[0.1]
@@ -143,12 +143,12 @@ def sgd_steps_2_8_times_longer(mp):
 
 
 @pytest.mark.claim("LR-05")
-def test_lr_1_depends_on_the_seed_nan_in_two_diverged_in_four(concrete, claim, sgd):
-    finals = [sgd["lr", 1.0, s].rmse for s in SIX]
+def test_lr_1_depends_on_the_seed_nan_in_two_diverged_in_four(concrete, claim, sgd_runs):
+    finals = [sgd_runs["lr", 1.0, s].rmse for s in SIX]
     claim.record("final RMSE per seed 0-5",
                  [None if math.isnan(v) else round(v, 2) if math.isfinite(v) else "inf" for v in finals],
                  unit="MPa")
-    claim.record("curve at lr 1.0, seed 0", curve(sgd["lr", 1.0, 0]), unit="MPa")
+    claim.record("curve at lr 1.0, seed 0", curve(sgd_runs["lr", 1.0, 0]), unit="MPa")
     # NaN is the sentence's own word; a run whose predictions outgrow float32's square (an
     # infinite RMSE) has diverged, as the other four did, not produced NaN
     nan = [v for v in finals if math.isnan(v)]
@@ -185,8 +185,8 @@ def sgd_steps_one_percent_shorter(mp):
 
 
 @pytest.mark.claim("LR-07")
-def test_a_seed_that_survived_lr_1_does_not_mean_the_next_one_will(claim, sgd):
-    runs = [sgd["lr", 1.0, s] for s in SIX]
+def test_a_seed_that_survived_lr_1_does_not_mean_the_next_one_will(claim, sgd_runs):
+    runs = [sgd_runs["lr", 1.0, s] for s in SIX]
     survived = [r.nonfinite_epochs == 0 for r in runs]
     claim.record("seeds 0-5 with no NaN epoch", survived)
     pairs = [s for s in range(5) if survived[s] and not survived[s + 1]]

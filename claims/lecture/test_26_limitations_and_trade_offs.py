@@ -349,13 +349,13 @@ def tree_rounds_its_inputs(mp):
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("SPLIT-11")
-def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, tvn):
-    gap, se = gap_and_se(tvn["group"])
+def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, trees_vs_nets):
+    gap, se = gap_and_se(trees_vs_nets["group"])
     claim.record("gap MLP - tree", gap, unit="MPa", note=f"SE {se:.3f} MPa")
     # a tie under the grouped split: within 2 SE (the figure's bound)
     claim.check("gap / SE", gap / se, note="paired MLP - tree over std (ddof 0) / sqrt 25")
     # contrast: the same rule does not call the leaky split's gap a tie
-    kgap, kse = gap_and_se(tvn["kfold"])
+    kgap, kse = gap_and_se(trees_vs_nets["kfold"])
     claim.record("random split: gap / SE", kgap / kse)
     assert claim.figure("gap / SE").judge(kgap / kse)[0] == "broken", \
         "control: the leaky split's gap counts as a tie"
