@@ -232,8 +232,9 @@ def odd_value_is_an_ordinary_repeat(mp):
 
 @control("DS-09", expect="holds",
          what="the 4-row group's odd strength is 26 MPa below the other three (29.895819 "
-              "instead of 22.897498): averaged in as a ninth pair it triples the "
-              "repeatability estimate (3.0-fold; pooled, 3.3-fold)")
+              "instead of 22.897498), a bad number a fifth smaller than the data's: the "
+              "sentence's 'tripled' is read to its printed digit, so a bad number that far off "
+              "still triples the estimate averaged in as a ninth pair")
 def odd_value_26_mpa_low(mp):
     _odd_value_below_the_group(mp, 26.0)
 
@@ -257,10 +258,9 @@ def relu_outputs_zero(mp):
 
 @control("STORY-01", "STORY-08", "STORY-14", scope="process",
          moves=("net", "RMSE", "Adam, scaled on the training rows"),
-         what="torch's Adam takes steps 1 % longer than its lr (1.01e-3 for the loop's 1e-3): "
-              "the working network scores 5.62 MPa, a printed 5.6, not 5.5 (measured: 2 % "
-              "longer steps give 5.50, inside; 0.5 % longer 5.56, 1 % shorter 5.55, both "
-              "within 0.01 of the figure's edge)")
+         what="torch's Adam takes steps 1 % longer than its lr (1.01e-3 for the loop's 1e-3), "
+              "a change of the single run's steps as small as moves its RMSE by one printed "
+              "digit of 5.5, the figure's own scale")
 def adam_steps_one_percent_longer(mp):
     # the figure's own scale: one printed digit (0.1 MPa) off a single run's 5.5; a single
     # run moves that much under any small change of its steps, so no smaller move is steady.
@@ -271,13 +271,13 @@ def adam_steps_one_percent_longer(mp):
 
 
 @control("STORY-01", "STORY-02", moves=("baseline",),
-         what="every strength reads 0.5 % low (a press calibrated 0.5 % low): predicting the "
-              "training mean scores 17.77 MPa, a printed 17.8, not 17.9, while the network, "
-              "trained on the standardised target, scores 5.46, inside its 5.5 (measured: "
-              "0.5 % high gives 17.95, still inside)")
+         what="every strength reads 0.5 % low (a press calibrated 0.5 % low): the "
+              "predict-the-mean baseline scales with the strengths, so it moves by about one "
+              "printed digit of 17.9, while the network, trained on the standardised target, "
+              "is meant to keep its 5.5")
 def strengths_read_half_a_percent_low(mp):
-    # the figure's own scale: the baseline scales with the strengths, so 0.5 % moves it by
-    # 0.09 MPa, one printed digit
+    # the figure's own scale: the baseline scales with the strengths, so half a percent of
+    # 17.9 is about one printed digit of it
     read_scaled(mp, "strength_mpa", 0.995)
 
 

@@ -145,10 +145,9 @@ def adam_stops_after_the_first_epoch(mp):
 
 
 @control("STORY-04", expect="holds",
-         what="torch's Adam takes steps a twentieth of its lr (5e-5 for the loop's 1e-3): the "
-              "buggy network approaches its constant over the whole run, and its loss keeps "
-              "falling after epoch 4 (measured: 2.71 +- 0.64 noise SDs, just over 2; at a "
-              "fourteenth, 2.47 +- 0.64, undecided)")
+         what="torch's Adam takes steps a twentieth of its lr (5e-5 for the loop's 1e-3), slow "
+              "enough that the buggy network approaches its constant over the whole run: its "
+              "loss keeps falling after epoch 4, the steady fall the sentence describes")
 def adam_steps_a_twentieth(mp):
     perturb.steps_scaled(mp, torch.optim.Adam, 0.05)
 
@@ -162,18 +161,18 @@ def test_the_buggy_network_predicts_a_constant(concrete, claim, fresh):
 
 
 @control("STORY-03", "SPLIT-01", scope="process", moves=("prediction SD", "MLP, KFold mean of 25"),
-         what="every strength reads 1.5 % high (a press calibrated 1.5 % high): the buggy "
-              "network, trained on the standardised target, spreads its predictions by 0.269 "
-              "MPa, a printed 0.27, not 0.26 (measured: 1 % high gives 0.2658, just over the "
-              "edge; 1.5 % and 2 % low 0.2577 and 0.2564, inside); under the random split the "
-              "networks' mean of 25 is about 4.95 MPa, outside the printed 4.87's 4.815-4.925 "
-              "(measured: 1 % high gives 4.92, inside)")
+         what="every strength reads 1.5 % high (a press calibrated 1.5 % high): figures in "
+              "MPa scale with the strengths while the networks see the same standardised "
+              "target, so the buggy network's prediction SD moves by about one printed digit "
+              "of 0.26, and under the random split the networks' mean of 25 moves just past "
+              "the tolerance of the printed 4.87")
 def strengths_read_one_and_a_half_percent_high(mp):
     # the figures' own scale: one printed digit (0.01 MPa) off 0.26, and a mean of 25 just
     # past its tolerance; errors in MPa follow the strengths' scale while the networks see the
-    # same standardised target. Adam's lr cannot do this for the mean of 25: 2 % longer steps
-    # move it by 0.006 MPa, and stopping early moves it by anything up to 0.05 from one step to
-    # the next. Process scope: the mean comes from the shared experiments
+    # same standardised target. Adam's lr cannot do this for the mean of 25: a small change of
+    # its steps moves the mean far less than its tolerance, and stopping early moves it by a
+    # different amount from one step to the next. Process scope: the mean comes from the
+    # shared experiments
     perturb.read_scaled(mp, "strength_mpa", 1.015)
 
 
@@ -285,8 +284,9 @@ def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(conc
 
 @control("STORY-05", moves=("RMSE", "prediction SD"),
          what="torch's Adam takes steps 2 % shorter than its lr (0.98e-3 for the loop's 1e-3): "
-              "the working run scores 5.76 MPa with predictions spread by 15.90, both outside "
-              "the printed 5.5 and 16.2 (measured: 2 % longer steps give 5.50 and 16.08)")
+              "a single run's RMSE and prediction spread, printed as 5.5 and 16.2, move by "
+              "about their printed digit under so small a change of its steps, the figures' "
+              "own scale")
 def adam_steps_two_percent_shorter(mp):
     # the figures' own scale: a single run's RMSE, printed to 0.1 MPa
     perturb.steps_scaled(mp, torch.optim.Adam, 0.98)

@@ -223,7 +223,7 @@ def test_an_in_memory_table_can_be_indexed_directly_instead_of_a_dataloader(conc
     """'For a table that fits in memory, as this session's does, you can skip both and index
     tensors directly': the notes' network trained on the concrete fold-0 rows through
     DataLoader(TensorDataset, batch 64, shuffle) and by indexing the tensors with the same
-    shuffled order ends bitwise identical."""
+    shuffled order, compared bitwise."""
     import time
 
     from support.lab.train_torch import prepare
@@ -741,20 +741,19 @@ def _optax_adam_lr_times(mp, factor: float):
 
 @control("LOOP-13", scope="process", moves=("JAX mean",),
          what="optax.adam steps 15 % longer than the learning rate it is given (1.15e-3 for the "
-              "loop's 1e-3): the JAX loop's five seeds average 5.83 MPa, outside the printed "
-              "5.66 +- 0.1, their spread 0.25 still inside 0.24's (measured: 10 % and 13 % "
-              "longer leave 5.75, inside; 12 % gives 5.79, its spread 0.31 outside too; 20 % 5.77)")
+              "loop's 1e-3): the JAX loop's mean of five seeds moves just outside the printed "
+              "5.66's tolerance, their spread still inside 0.24's")
 def optax_adam_steps_fifteen_percent_longer(mp):
-    # the figure's own scale: the JAX mean of five just over its tolerance. Within +- 10 %
-    # the five seeds' mean stays within 5.62-5.75, so nothing smaller moves it steadily
+    # the figure's own scale: the JAX mean of five just over its tolerance. Smaller changes of
+    # the step leave the five seeds' mean inside it or move it unsteadily, so nothing smaller
+    # moves it steadily
     _optax_adam_lr_times(mp, 1.15)
 
 
 @control("LOOP-13", scope="process", moves=("JAX std",),
          what="optax.adam steps 5 % longer than the learning rate it is given (1.05e-3 for the "
-              "loop's 1e-3): the JAX loop's five seeds spread by 0.286 MPa, outside the printed "
-              "0.24's 0.21-0.27, their mean 5.68 inside (measured: 3 % and 4 % longer leave "
-              "0.257 and 0.219, inside; 5 % shorter 0.205, 0.005 under the edge)")
+              "loop's 1e-3): the spread of the JAX loop's five seeds moves just outside the "
+              "printed 0.24's tolerance, their mean still inside 5.66's")
 def optax_adam_steps_five_percent_longer(mp):
     # the figure's own scale: the spread of five seeds just over its tolerance
     _optax_adam_lr_times(mp, 1.05)

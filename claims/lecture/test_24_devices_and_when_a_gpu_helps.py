@@ -325,11 +325,11 @@ def test_block_until_ready_waits_for_the_result(claim):
     x = jnp.ones((1024, 1024))
     (x @ x).block_until_ready()                   # compiled once, outside what is observed
     # "dispatch is asynchronous": the call returns before its result exists. A busy machine
-    # can hold this thread back until the 20 ms of work are done, so a ready result is looked
+    # can hold this thread back until the product's work is done, so a ready result is looked
     # at again, up to three times; a synchronous dispatch is ready every time
     seen = []
     for _ in range(3):
-        y = x @ x                                 # dispatched: about 20 ms of work on a CPU
+        y = x @ x                                 # dispatched: two billion flops of work
         seen.append(y.is_ready())
         if not seen[-1]:
             break

@@ -159,7 +159,8 @@ SWEEP_LRS = (0.01, 0.03, 0.1, 0.3, 1.0)
 
 @pytest.fixture
 def reference(concrete):
-    # function-scoped (one fit per variant, 0.3 s): a control of the tree reaches it too
+    # function-scoped (one fit per variant, cheap beside the networks): a control of the
+    # tree reaches it too
     X, y, Xv = fold0(concrete)
     model = fit_hgb(X, y)
     # validation rows with a feature exactly on one of the tree's split thresholds (a
@@ -188,8 +189,8 @@ def test_the_tree_trains_on_concrete_in_under_a_second(concrete, claim):
                   budget_s=2.0)
     # for scale, the network it replaces (3 epochs scaled to the 120 of the stories):
     # recorded, not compared. Warmed up first: a process's first train() imports
-    # torch._dynamo (the optimizer) and scikit-learn (the scaler), two seconds that read as
-    # a 48 s network
+    # torch._dynamo (the optimizer) and scikit-learn (the scaler), whose import time,
+    # scaled by forty with the epochs, would read as a far slower network
     train(concrete, epochs=1)
     start = time.perf_counter()
     train(concrete, epochs=3)
@@ -282,11 +283,12 @@ def tree_default_learning_rate_0_01(mp):
                                                 "learning_rate": 0.01})
 
 
-# each example fits 100 boosted trees (~0.3 s on one core). "exact": the rescaled inputs are
-# computed exactly (float32 values times float32 factors in float64: 24 + 24 significant bits
-# fit in 53), so nothing but the scale changes. "float32": the products rounded to float32, as
-# a float32 pipeline computes them; a row whose value sits exactly on a split threshold (a
-# midpoint between two training values) can then land on the other side.
+# each example fits 100 boosted trees, the test's whole cost (the hypothesis profile sets how
+# many examples). "exact": the rescaled inputs are computed exactly (float32 values times
+# float32 factors in float64: 24 + 24 significant bits fit in 53), so nothing but the scale
+# changes. "float32": the products rounded to float32, as a float32 pipeline computes them; a
+# row whose value sits exactly on a split threshold (a midpoint between two training values)
+# can then land on the other side.
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("FW-11")
 @pytest.mark.parametrize("rescale", ["exact", "float32"])
@@ -347,13 +349,13 @@ def tree_rounds_its_inputs(mp):
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("SPLIT-11")
-def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, tvn):
-    gap, se = gap_and_se(tvn["group"])
+def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, trees_vs_nets):
+    gap, se = gap_and_se(trees_vs_nets["group"])
     claim.record("gap MLP - tree", gap, unit="MPa", note=f"SE {se:.3f} MPa")
     # a tie under the grouped split: within 2 SE (the figure's bound)
     claim.check("gap / SE", gap / se, note="paired MLP - tree over std (ddof 0) / sqrt 25")
     # contrast: the same rule does not call the leaky split's gap a tie
-    kgap, kse = gap_and_se(tvn["kfold"])
+    kgap, kse = gap_and_se(trees_vs_nets["kfold"])
     claim.record("random split: gap / SE", kgap / kse)
     assert claim.figure("gap / SE").judge(kgap / kse)[0] == "broken", \
         "control: the leaky split's gap counts as a tie"
