@@ -23,11 +23,6 @@ from support.lab.train_torch import baseline_rmse
 SIX = range(6)
 
 
-@pytest.fixture(scope="module")
-def sgd_runs(concrete, fresh):
-    return experiments.sgd_runs(concrete, fresh=fresh)
-
-
 def curve(result):
     return [round(float(v), 3) if math.isfinite(v) else None for v in result.history]
 
