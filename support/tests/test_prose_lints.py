@@ -26,14 +26,15 @@ except ImportError:  # Python 3.10
 from support.paths import ROOT
 
 # a measured figure: a decimal (3.7), scientific notation (4.9e-4), a percentage (16 %) or a
-# multiplier (x2.4, 2.1x). A plain integer is a count, a width, a seed or an epoch; a token
-# of two or more dots (1.26.4, 7.3.1) is a version or a section, never a measurement
+# multiplier (x2.4, 2.1x; x64, x32 and x86 are names). A plain integer is a count, a width, a
+# seed or an epoch; a token of two or more dots (1.26.4, 7.3.1) is a version or a section,
+# never a measurement
 _TOKEN = re.compile(r"(?<![\w.§])(?P<num>\d+(?:\.\d+)*(?:[eE][-+]?\d+)?)")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _FIGURE = re.compile(
     r"(?<![\w.§])(?:"
     r"(?P<sci>\d+(?:\.\d+)?[eE][-+]?\d+)"
-    r"|x(?P<xpre>\d+(?:\.\d+)?)"
+    r"|x(?!(?:32|64|86)(?!\d))(?P<xpre>\d+(?:\.\d+)?)"
     r"|(?P<pct>\d+(?:\.\d+)?)\s?%"
     r"|(?P<xpost>\d+(?:\.\d+)?)[x×](?![\w\d])"
     r"|(?P<dec>\d+\.\d+)"
@@ -185,11 +186,20 @@ def _module_constants(tree) -> dict[str, set]:
     return out
 
 
-def _own_numbers(fn, constants: dict) -> set:
-    """The literals of a function's code, decorators included, and of the module-level
-    constants it names."""
-    names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
-    return _literals(fn).union(*(constants[n] for n in names if n in constants))
+def _own_numbers(fn, constants: dict, functions: dict) -> set:
+    """The literals of a function's code, decorators included, of the module-level
+    constants it names, and of the module's functions it calls, theirs too (a control made
+    of two others has their sizes)."""
+    out, seen, todo = set(), set(), [fn]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        out |= _literals(node).union(*(constants[n] for n in names if n in constants))
+        todo += [functions[n] for n in names if n in functions]
+    return out
 
 
 def _docstring(fn):
@@ -204,6 +214,7 @@ def _python_prose(path: Path, root: Path, entries: dict) -> list[Finding]:
     source = path.read_text(encoding="utf-8")
     lines, tree = source.splitlines(), ast.parse(source)
     constants = _module_constants(tree)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     rel = str(path.relative_to(root))
     out = []
 
@@ -219,7 +230,7 @@ def _python_prose(path: Path, root: Path, entries: dict) -> list[Finding]:
         tested = _claim_ids(fn)
         if not controls and not tested:
             continue
-        own = _own_numbers(fn, constants)
+        own = _own_numbers(fn, constants, functions)
         doc = _docstring(fn)
         for dec in controls:
             claims = tuple(a.value for a in dec.args if isinstance(a, ast.Constant))
