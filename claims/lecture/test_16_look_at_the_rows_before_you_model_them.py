@@ -231,8 +231,7 @@ def odd_value_is_an_ordinary_repeat(mp):
 
 
 @control("DS-09", expect="holds",
-         what="the 4-row group's odd strength is 26 MPa below the other three (29.895819 "
-              "instead of 22.897498), a bad number a fifth smaller than the data's: the "
+         what="the 4-row group's odd strength is 26 MPa below the other three, a bad number a fifth smaller than the data's: the "
               "sentence's 'tripled' is read to its printed digit, so a bad number that far off "
               "still triples the estimate averaged in as a ninth pair")
 def odd_value_26_mpa_low(mp):
@@ -258,7 +257,7 @@ def relu_outputs_zero(mp):
 
 @control("STORY-01", "STORY-08", "STORY-14", scope="process",
          moves=("net", "RMSE", "Adam, scaled on the training rows"),
-         what="torch's Adam takes steps 1 % longer than its lr (1.01e-3 for the loop's 1e-3), "
+         what="torch's Adam takes steps 1 % longer than its lr, "
               "a change of the single run's steps as small as moves its RMSE by one printed "
               "digit of 5.5, the figure's own scale")
 def adam_steps_one_percent_longer(mp):
@@ -284,7 +283,7 @@ def strengths_read_half_a_percent_low(mp):
 @pytest.mark.claim("STORY-17")
 @pytest.mark.parametrize("argsort", [numpy_argsort_target()], ids=lambda t: f"numpy_argsort_{t}")
 def test_todays_group_kfold_gives_the_lecture_fold_0(concrete, claim, argsort):
-    """scikit-learn before 1.9 deals the groups in the order of NumPy's default (unstable)
+    """before scikit-learn 1.9, GroupKFold deals the groups in the order of NumPy's default (unstable)
     argsort of their sizes, whose order of ties depends on the SIMD code it runs on this CPU
     (support.machine.environment.numpy_argsort_target): the variant names it, and
     claims/expectations.toml keys the known failures on it."""

@@ -145,7 +145,7 @@ def adam_stops_after_the_first_epoch(mp):
 
 
 @control("STORY-04", expect="holds",
-         what="torch's Adam takes steps a twentieth of its lr (5e-5 for the loop's 1e-3), slow "
+         what="torch's Adam takes steps a twentieth of its lr, slow "
               "enough that the buggy network approaches its constant over the whole run: its "
               "loss keeps falling after epoch 4, the steady fall the sentence describes")
 def adam_steps_a_twentieth(mp):
@@ -283,7 +283,7 @@ def test_shaping_the_target_gives_5_5_with_predictions_spread_like_the_data(conc
 
 
 @control("STORY-05", moves=("RMSE", "prediction SD"),
-         what="torch's Adam takes steps 2 % shorter than its lr (0.98e-3 for the loop's 1e-3): "
+         what="torch's Adam takes steps 2 % shorter than its lr: "
               "a single run's RMSE and prediction spread, printed as 5.5 and 16.2, move by "
               "about their printed digit under so small a change of its steps, the figures' "
               "own scale")

@@ -126,8 +126,8 @@ def boosted_tree_stops_after_eighty_iterations(mp):
 
 
 @control("SPLIT-04", "SPLIT-08", "SPLIT-11", scope="process",
-         what="scikit-learn's HistGradientBoostingRegressor learns at rate 0.11 instead of its "
-              "default 0.1, a tenth faster: under the grouped split the tree's lead grows just "
+         what="scikit-learn's HistGradientBoostingRegressor learns at rate 0.11, a tenth "
+              "faster than its default: under the grouped split the tree's lead grows just "
               "past 2 standard errors, the notes' line between a tie and a win")
 def boosted_tree_learns_a_tenth_faster(mp):
     # the sentences' own scale: the grouped gap just over 2 SE; the lowest seed's gap moves up

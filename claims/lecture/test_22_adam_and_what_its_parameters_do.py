@@ -260,7 +260,7 @@ def test_the_printed_update_matches_torch_and_optax_adam_to_an_ulp(claim, librar
 
 
 @control("ADAM-01", what="torch's Adam and optax's adam default to an epsilon ten times larger "
-                         "(1e-7) than the printed equations' 1e-8")
+                         "(1e-7) than the printed equations' epsilon")
 def libraries_eps_ten_times_larger(mp):
     import optax
     with_defaults(mp, torch.optim.Adam.__init__, eps=1e-7)

@@ -43,7 +43,7 @@ def test_lr_0_001_is_at_11_9_and_still_descending(claim, sgd_runs):
 
 
 @control("LR-01", scope="process", moves=("RMSE",),
-         what="torch's SGD takes steps 2 % shorter than its lr (0.98e-3 for the sweep's 1e-3): "
+         what="torch's SGD takes steps 2 % shorter than its lr: "
               "the 0.001 run, still descending at the end, stops just short of its printed "
               "11.9, outside its tolerance")
 def sgd_steps_two_percent_shorter(mp):
@@ -70,7 +70,7 @@ def test_lr_0_01_reaches_6_4(claim, sgd_runs):
 
 
 @control("LR-02", scope="process", moves=("RMSE",),
-         what="torch's SGD takes steps 3 % shorter than its lr (0.0097 for the sweep's 0.01): "
+         what="torch's SGD takes steps 3 % shorter than its lr: "
               "the 0.01 run ends just outside the printed 6.4's tolerance")
 def sgd_steps_three_percent_shorter(mp):
     # the figure's own scale: the smallest whole-percent change that carries it out
@@ -85,7 +85,7 @@ def test_lr_0_1_reaches_5_1(claim, sgd_runs):
 
 
 @control("LR-03", scope="process", moves=("RMSE",),
-         what="torch's SGD takes steps 0.1 % shorter than its lr (0.0999 for the sweep's 0.1): "
+         what="torch's SGD takes steps 0.1 % shorter than its lr: "
               "the 0.1 run ends outside the printed 5.1's tolerance")
 def sgd_steps_a_thousandth_shorter(mp):
     # the figure's own scale: at lr 0.1 the run's last epochs swing by more than the
@@ -128,9 +128,9 @@ def test_the_sweep_is_ordered(claim, sgd_runs):
 
 
 @control("LR-06", scope="process",
-         what="torch's SGD takes steps 2.8 times its lr: the sweep's 0.1 (run at 0.28) is "
-              "pushed past its best lr while its 0.01 (run at 0.028) is not yet there, so the "
-              "two best swap places; 0.001 stays worst, 2.0 still NaN")
+         what="torch's SGD takes steps 2.8 times its lr: the sweep's best rate is pushed "
+              "past the best step while the next smaller one is not yet there, so the "
+              "two best swap places; the smallest stays worst, the largest still NaN")
 def sgd_steps_2_8_times_longer(mp):
     # the ordering at its threshold: the 0.1 run pushed just past its best lr, the 0.01 run
     # not yet there
@@ -172,7 +172,7 @@ def sgd_steps_three_percent_longer(mp):
 @control("LR-05", scope="process",
          what="torch's SGD takes steps 1 % shorter than its lr (0.99 for lr 1.0), just back "
               "from the edge of divergence: some seeds still end in NaN, but the finite ones "
-              "end near predicting the mean (17.9), not diverged")
+              "end near predicting the mean, not diverged")
 def sgd_steps_one_percent_shorter(mp):
     # 'diverged to between 91 and 1,235' at its threshold: the same seeds finite, no longer
     # far worse than the mean

@@ -377,7 +377,7 @@ def test_a_narrow_operation_loses_on_the_gpu(claim):
 
 
 @control("DEV-06", what="the CPU pays the larger fixed cost: every add on the CPU waits a "
-                        "further 0.2 ms, ten times a kernel launch, so a 16-element add is "
+                        "further fifth of a millisecond, ten times a kernel launch, so a 16-element add is "
                         "faster on the GPU")
 def cpu_adds_cost_more_than_a_launch(mp):
     add = torch.Tensor.__add__
@@ -599,8 +599,8 @@ CPU_STEPS_DEARER = 8.5
 @control("DEV-12", expect="inconclusive",
          what="torch keeps on the CPU everything asked of the card, and every training step of "
               "the CPU's own model costs 8.5 times more (from its forward pass to the end of its "
-              "Adam step): the same work on both sides, the CPU's side 9.5 times as long, "
-              "CPU/GPU about 9.5, 5 % short of the 10x the sentence calls ordinary")
+              "Adam step): the same work on both sides, the CPU's side nine and a half times as long, "
+              "just short of the order of magnitude the sentence calls ordinary")
 def the_card_is_the_cpu_nine_and_a_half_times_faster(mp):
     perturb.card_is_the_cpu(mp)
     perturb.training_steps_dearer(mp, torch.optim.Adam, CPU_STEPS_DEARER,

@@ -303,8 +303,7 @@ def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
 
 
 @control("RNG-13", scope="process", moves=("mean", "std (ddof 0)"),
-         what="torch's Adam steps 2 % longer than its parameter groups' lr (1.02e-3 for the "
-              "protocol's 1e-3): the 25 grouped runs end elsewhere, their mean and spread just "
+         what="torch's Adam steps 2 % longer than its parameter groups' lr: the 25 grouped runs end elsewhere, their mean and spread just "
               "outside the tolerances of the printed 6.48 and 0.65")
 def adam_steps_two_percent_longer_on_every_group(mp):
     # the figures' own scale: the mean and spread of 25 runs each just outside its tolerance.

@@ -82,7 +82,7 @@ def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request,
 
 
 @control("DS-13", what="pandas.read_excel falls back to another engine (calamine) when xlrd "
-                       "is missing, as pandas does from 3.1, so the .xls no longer needs xlrd")
+                       "is missing, as pandas does from pandas 3.1, so the .xls no longer needs xlrd")
 def read_excel_falls_back_without_xlrd(mp):
     pd = pytest.importorskip("pandas")
     read_excel = pd.read_excel

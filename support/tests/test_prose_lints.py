@@ -49,6 +49,8 @@ _VERSION = re.compile(
     rf"(?:\s*(?:,|and|or|to|-|/)\s*v?\d+(?:\.\d+)+)*", re.I)
 # a section of a protocol (§7.3, §§7.3-7.4)
 _SECTION = re.compile(r"§+\s*\d+(?:\.\d+)*(?:\s*[-–]\s*\d+(?:\.\d+)*)?")
+# code quoted in prose (`torch.tensor(1.0)`, a jaxpr's `sub 1.0 i`) is the code's, not a reading
+_CODE = re.compile(r"`[^`]+`")
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,8 @@ def _excepted(text: str, value: float, kind: str, allowed: set) -> bool:
     if re.search(r"\.\d*0$", text) and text not in allowed:
         return False
     allowed = {a for a in allowed if isinstance(a, float)}
-    candidates = {value}
+    # a literal's size in another unit (2.7 ms for 0.0027 s, 0.2 ms for 2e-4 s)
+    candidates = {value, value / 1e3, value * 1e3, value / 1e6, value * 1e6}
     if kind == "pct":
         candidates |= {value / 100, 1 + value / 100, abs(1 - value / 100)}
     return any(math.isclose(c, a, rel_tol=1e-9, abs_tol=1e-12)
@@ -121,7 +124,7 @@ def _excepted(text: str, value: float, kind: str, allowed: set) -> bool:
 
 def measured_in(text: str, allowed: set) -> list[tuple[str, str]]:
     """(figure, context) for each measured figure a text writes that is not excepted."""
-    spared = [m.span() for r in (_VERSION, _SECTION) for m in r.finditer(text)]
+    spared = [m.span() for r in (_VERSION, _SECTION, _CODE) for m in r.finditer(text)]
     out = []
     for m in _FIGURE.finditer(text):
         if any(a <= m.start() and m.end() <= b for a, b in spared):
@@ -210,6 +213,20 @@ def _docstring(fn):
     return None
 
 
+def _setup_numbers(root: Path) -> dict[str, set]:
+    """Claim ID -> the numeric literals of the tests that check it (their setup: an lr, a
+    batch, a step count), which its meaning may name."""
+    out: dict[str, set] = {}
+    for path in sorted((root / "claims").glob("*/test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = _module_constants(tree)
+        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+            for cid in _claim_ids(fn):
+                out.setdefault(cid, set()).update(_own_numbers(fn, constants, functions))
+    return out
+
+
 def _python_prose(path: Path, root: Path, entries: dict) -> list[Finding]:
     source = path.read_text(encoding="utf-8")
     lines, tree = source.splitlines(), ast.parse(source)
@@ -269,8 +286,9 @@ def _table_starts(lines: list[str], header: str) -> list[int]:
 
 
 def _entries(root: Path) -> tuple[dict, list[Finding]]:
-    """(claim ID -> the numbers its entry holds, the findings in its ``meaning``)."""
-    numbers, found = {}, []
+    """(claim ID -> the numbers its entry holds, the findings in its ``meaning``, which may
+    also name its tests' setup)."""
+    numbers, found, setup = {}, [], _setup_numbers(root)
     for path in sorted((root / "claims").glob("*/*.toml")):
         text = path.read_text(encoding="utf-8")
         lines, data = text.splitlines(), tomllib.loads(text)
@@ -281,7 +299,8 @@ def _entries(root: Path) -> tuple[dict, list[Finding]]:
             first, last = _field_lines(lines, start, "meaning")
             found += [Finding(str(path.relative_to(root)), _line_of(lines, first, last, n),
                               "meaning", (entry["id"],), n, c)
-                      for n, c in measured_in(meaning, numbers[entry["id"]])]
+                      for n, c in measured_in(meaning, numbers[entry["id"]]
+                                              | setup.get(entry["id"], set()))]
     return numbers, found
 
 
@@ -308,8 +327,9 @@ def measured_in_prose(root: Path = ROOT) -> list[Finding]:
     """Every measured figure the claims' prose writes that is not excepted: a number of the
     claim's own entry (its paraphrase, the notes' words, a figure's stated value, bounds and
     tolerance); in a control's what= and docstring, a literal of the control's code (the
-    perturbation's own size); in a test's docstring and notes, a literal of the test's code
-    (its setup); a version beside its package; a protocol's section; a dtype's name."""
+    perturbation's own size); in a test's docstring and notes, and in its claim's meaning, a
+    literal of the test's code (its setup); a version beside its package; a protocol's
+    section; a dtype's name; code quoted in backticks."""
     entries, found = _entries(root)
     for path in sorted((root / "claims").glob("*/test_*.py")):
         found += _python_prose(path, root, entries)
@@ -337,13 +357,14 @@ def test_the_prose_lint_sees_a_measured_figure(tmp_path):
     """Negative control of the lint above: a claim planted with a measured figure in a
     control's what=, an entry's meaning, a test's docstring (the stated 1.8 read as 1.80) and
     an expectation's reason (4 findings); the perturbation's own size, its stated figure, the
-    test's setup, a version, a section and a dtype are not findings."""
+    test's setup (in its docstring and in its claim's meaning), a version, a section, a dtype
+    and code in backticks are not findings."""
     (tmp_path / "claims" / "lecture").mkdir(parents=True)
     (tmp_path / "claims" / "lecture" / "01_s.toml").write_text(
         'document = "lecture"\nsection = "S"\nlines = "L:1-9"\n\n[[claim]]\nid = "AB-01"\n'
         'source = "L:3"\nparaphrase = "Doubling the batch takes 1.8x the time."\nkind = "d"\n'
-        'tier = "fast"\nmeaning = "Read on float16 and torch 2.6 (protocol §7.3); the run '
-        'measured 1.93."\nfigures = [{ name = "ratio", stated = 1.8, bound = "> 1.5" }]\n')
+        'tier = "fast"\nmeaning = "Read on float16 and torch 2.6 (protocol §7.3) at the test\'s '
+        'lr 0.01, each step `x * 1.5`; the run measured 1.93."\nfigures = [{ name = "ratio", stated = 1.8, bound = "> 1.5" }]\n')
     (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
         'import pytest\nimport torch\n\nfrom support.harness.controls import control\n\n\n'
         '@pytest.mark.claim("AB-01")\ndef test_doubling_the_batch(claim):\n'
@@ -367,3 +388,34 @@ def test_the_prose_lint_sees_a_measured_figure(tmp_path):
         ("claims/expectations.toml", 5, "expectation reason", ("AB-01",), "2.3"),
     ], "\n".join(map(str, found))
     assert str(found[2]).startswith("claims/lecture/test_01_s.py:15 (what=, AB-01): '1.04' in ")
+
+
+# a meaning says the reading once: how a figure is computed lives in its test, what is
+# recorded beside it in the report
+MEANING_MAX_CHARS = 500
+
+
+def long_meanings(root: Path = ROOT) -> list[str]:
+    """``path: ID (n characters)`` for each entry whose ``meaning`` is over the limit."""
+    out = []
+    for path in sorted((root / "claims").glob("*/*.toml")):
+        for entry in tomllib.loads(path.read_text(encoding="utf-8")).get("claim", []):
+            n = len(entry.get("meaning", ""))
+            if n > MEANING_MAX_CHARS:
+                out.append(f"{path.relative_to(root)}: {entry['id']} ({n} characters)")
+    return out
+
+
+def test_every_meaning_is_short():
+    bad = long_meanings()
+    assert not bad, "\n  ".join([f"meanings over {MEANING_MAX_CHARS} characters (say the "
+                                 "reading once; the how belongs to the test):"] + bad)
+
+
+def test_the_meaning_length_lint_sees_a_long_one(tmp_path):
+    """Negative control of the lint above."""
+    (tmp_path / "claims" / "lecture").mkdir(parents=True)
+    (tmp_path / "claims" / "lecture" / "01_s.toml").write_text(
+        '[[claim]]\nid = "AB-01"\nmeaning = "' + "word " * 101 + '"\n\n'
+        '[[claim]]\nid = "AB-02"\nmeaning = "' + "word " * 100 + '"\n')
+    assert long_meanings(tmp_path) == ["claims/lecture/01_s.toml: AB-01 (505 characters)"]
