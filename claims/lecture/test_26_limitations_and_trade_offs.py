@@ -313,10 +313,13 @@ def test_tree_predictions_do_not_depend_on_feature_scaling(concrete, claim, refe
     seen = tally.setdefault(rescale, [0, 0])     # over every example of this variant
     seen[0] += int(np.sum(moved & on_edge))
     seen[1] += int(np.sum(moved))
-    claim.record("moved rows with a value exactly on a split threshold",
-                 f"{seen[0]} of {seen[1]}", note=(
-                     f"over all examples; {int(np.sum(on_edge))} of {len(on_edge)} validation "
-                     "rows have a feature exactly on a split threshold of the unscaled tree"))
+    # a share, not a count: Hypothesis draws other scales each run, so the tally is a
+    # measurement that jitters, never an API fact a diff should call changed
+    claim.record("share of moved rows with a value exactly on a split threshold",
+                 seen[0] / seen[1] if seen[1] else 0.0, note=(
+                     f"{seen[0]} of {seen[1]} moved rows over all examples; "
+                     f"{int(np.sum(on_edge))} of {len(on_edge)} validation rows have a feature "
+                     "exactly on a split threshold of the unscaled tree"))
     claim.record("largest change of a prediction", float(np.max(np.abs(scaled - pred))), reduce="max", unit="MPa")
     # the qualitative claim: no systematic change of the score (the registry's bound)
     claim.check("change of the validation RMSE", change, reduce="max", unit="MPa")
