@@ -1,6 +1,6 @@
 """Fixtures that the claim modules of several sections read (so far all in claims/lecture/).
 
-``runs``, ``sgd`` and ``tvn`` are the expensive concrete experiments of
+``adam_runs``, ``sgd_runs`` and ``trees_vs_nets`` are the expensive concrete experiments of
 :mod:`support.lab.experiments` (the fold-0 Adam runs, the SGD runs, trees vs nets), which that
 module computes once per process and keeps on disk: every section that quotes a figure of the
 same runs (from "Four models that looked fine" to "Limitations and trade-offs") reads the same
@@ -15,12 +15,12 @@ from support.lab import experiments, toy
 
 
 @pytest.fixture(scope="module")
-def runs(concrete, fresh):
+def adam_runs(concrete, fresh):
     return experiments.adam_runs(concrete, fresh=fresh)
 
 
 @pytest.fixture(scope="module")
-def sgd(concrete, fresh):
+def sgd_runs(concrete, fresh):
     return experiments.sgd_runs(concrete, fresh=fresh)
 
 
@@ -30,5 +30,5 @@ def net():
 
 
 @pytest.fixture(scope="module")
-def tvn(concrete, fresh):
+def trees_vs_nets(concrete, fresh):
     return experiments.trees_vs_nets(concrete, fresh=fresh)

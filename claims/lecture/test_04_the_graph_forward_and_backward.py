@@ -179,6 +179,7 @@ def test_gradient_cost_ratio_is_constant_from_nineteen_to_nineteen_million_param
 @control("AD-06", expect="inconclusive",
          what="the backward pass's cost grows with the parameter count: torch's backward runs once "
               "more for every ten million parameters, so only the largest model (19 million) "
-              "pays two: its ratio about 5.8 against the toy's 2.7, just past twice")
+              "pays two backward passes: its ratio over the toy's just past the twice that "
+              "'independent of the model's size' allows")
 def backward_cost_grows_with_the_parameters(mp):
     perturb.backward_runs(mp, lambda n: 1 + n // 10_000_000)

@@ -32,7 +32,7 @@ Timed: torch.inference_mode() is "a stricter and slightly faster variant" of tor
 S:11; its memory half is in
 ``claims/sheet/test_01_key_ideas_05_autograd_rules_in_pytorch.py``). Timed with
 :mod:`support.machine.timing`: each trial is 200 forward passes of the session's 8-64-64-1
-MLP on a batch of 64 (one pass is ~20 us, below what one clock reading resolves well),
+MLP on a batch of 64 (one pass is below what one clock reading resolves well),
 no_grad and inference_mode trials interleaved, minimum over the trials. A third side with the
 tape on is the contrast: recording must cost something measurable, so a method that
 cannot see the tape cannot claim inference_mode and no_grad are equal.
@@ -202,7 +202,7 @@ def test_one_pass_of_the_1024_unit_mlp_holds_67_mb_and_no_grad_only_the_output(c
     claim.check('no_grad_held_by_graph_MB', held0 / MB, unit='MB')
     # the output alone survives a no_grad pass: every intermediate was freed
     assert alive0 == out0.untyped_storage().nbytes()
-    assert held > 1000 * alive0
+    claim.check("held / no_grad alive", held / alive0)
     # control: the bytes are the graph's, freed with the last reference to the output
     del out
     claim.record("held_after_del_output_MB", graph.held_bytes() / MB, unit="MB")
@@ -228,7 +228,7 @@ def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim, cuda):
         del out
     claim.check('cuda_held_MB', readings['graph'] / MB, unit='MB')
     claim.check('cuda_no_grad_MB', readings['no_grad'] / MB, unit='MB')
-    assert readings["graph"] > 1000 * readings["no_grad"] > 0
+    claim.check("cuda_held / no_grad alive", readings["graph"] / max(readings["no_grad"], 1))
 
 
 @control("MEM-05", "MEM-06", what="a forward pass records no graph: every nn.Module call runs "
@@ -259,13 +259,12 @@ def test_summing_loss_tensors_leaks_a_graph_per_batch_item_keeps_one_no_grad_non
     slope, _, r2 = linear_fit(list(range(1, len(tensor) + 1)), tensor)
     claim.check('held_after_50_batches_MB', tensor[-1] / MB, unit='MB')
     claim.check('growth_per_batch_MB', slope / MB, unit='MB')
-    claim.record("growth_linear_R2", r2)
+    claim.check("growth_linear_R2", r2)
     claim.check('item_held_MB', item[-1] / MB, unit='MB')
+    claim.check("held after 50 batches / item held", tensor[-1] / item[-1])
     claim.check('no_grad_held_MB', nograd[-1] / MB, unit='MB')
-    claim.note("per batch 2 x 1,024 x 1,024 float32 ReLU outputs (8.39 MB) + the 1,024 x 1 "
+    claim.note("per batch 2 x 1,024 x 1,024 float32 ReLU outputs + the 1,024 x 1 "
                "prediction; the data batches are excluded (held by the loader anyway)")
-    assert r2 > 0.999 and slope > 0
-    assert tensor[-1] >= 20 * item[-1]
     assert max(item) == min(item) == tensor[0], ".item() must leave exactly one batch's graph"
     assert nograd == [0] * len(nograd)
 
@@ -296,10 +295,11 @@ def test_cuda_allocator_reading_of_the_validation_leak(claim, cuda):
     slope, _, r2 = linear_fit(list(range(1, N_BATCHES + 1)), held["tensor"])
     claim.check('cuda_held_after_50_batches_MB', held['tensor'][-1] / MB, unit='MB')
     claim.check('cuda_growth_per_batch_MB', slope / MB, unit='MB')
+    claim.check("cuda_growth_linear_R2", r2)
     claim.check('cuda_item_held_MB', held['item'][-1] / MB, unit='MB')
+    claim.check("cuda_held after 50 batches / item held", held["tensor"][-1] / held["item"][-1])
     claim.check('cuda_no_grad_held_MB', held['no_grad'][-1] / MB, unit='MB')
-    assert r2 > 0.99 and held["tensor"][-1] >= 20 * held["item"][-1]
-    assert held["no_grad"][-1] < 0.01 * held["item"][-1]
+    claim.check("cuda_no_grad / item held", held["no_grad"][-1] / held["item"][-1])
 
 
 @control("MEM-07", scope="process",
@@ -533,13 +533,12 @@ def test_inference_mode_is_slightly_faster_than_no_grad(claim, switches):
     # the control: the tape must cost visibly more than either switch
     timing.check_ratio(claim, "tape on/no_grad", switches, "tape on", "no_grad",
                        budget_s=3.0)
-    # "slightly faster": no_grad / inference_mode above 1 beyond noise (the catalogue saw
-    # 21.0 vs 21.0 us), and by the catalogue's protocol a median ("median of 2000"), not
-    # a minimum. The gain is 1 to 6 % here, as large as the minima's own scatter: with
-    # the minima's bootstrap in the interval its lower end sat at 0.99 to 1.02 and two
-    # of ten idle runs were left undecided (1.01 [0.999, 1.05], 1.016 [0.990, 1.06]),
-    # while the median of the rounds' ratios read 1.014 to 1.042 at its lower end in
-    # every standalone run. Up to the thousand rounds of MAX_ROUNDS where it needs them.
+    # "slightly faster": no_grad / inference_mode above 1 beyond noise, and by the
+    # catalogue's protocol a median ("median of 2000"), not a minimum: a gain of a few
+    # percent is as large as the minima's own scatter, so a bootstrap of the minima leaves
+    # it undecided in some idle runs, while the median of the rounds' paired ratios
+    # cancels what the two sides share. Up to the thousand rounds of MAX_ROUNDS where it
+    # needs them.
     timing.settle(claim, "no_grad/inference_mode",
                   lambda: switches.median_ratio("no_grad", "inference_mode"), [switches],
                   budget_s=12.0)
@@ -552,14 +551,16 @@ def inference_mode_pays_on_entry(mp):
     mp.setattr(torch, "inference_mode", _paying(torch.inference_mode))
 
 
-# At the sentences' own threshold: a gain of 1 to 6 % (TAPE-23), so a switch made the other
-# side's equal and then this much dearer is "slightly slower", which must not read as faster
+# At the sentences' own threshold: "slightly" is a gain of a few percent (TAPE-23), so a
+# switch made the other side's equal and then this much dearer is "slightly slower", which
+# must not read as faster
 JUST_DEARER = 0.04
 
 
 @control("TAPE-23", scope="process", expect="inconclusive",
          what="torch.inference_mode() is torch.no_grad() and costs 4 % more: the two switches do "
-              "the same work, inference_mode just slower (no_grad/inference_mode about 0.96)")
+              "the same work, inference_mode just slower: 'slightly faster' turned into slightly "
+              "slower at the sentence's own scale")
 def inference_mode_is_no_grad_slightly_dearer(mp):
     mp.setattr(torch, "inference_mode", perturb.dearer_context(torch.no_grad, JUST_DEARER))
 
@@ -722,7 +723,7 @@ def test_jax_records_nothing_unless_the_call_is_differentiated(claim):
     claim.record("their shapes", [list(a.shape) for a in under_vjp])
     claim.record("arrays a jax.grad call leaves", len(grads),
                  note="the gradient of each parameter, nothing else")
-    assert len(plain) == 1 and plain[0].shape == ()
+    assert all(a.shape == () for a in plain)           # what it keeps is its scalar output
     assert len(grads) == len(p)
 
 
@@ -768,8 +769,8 @@ def test_stop_gradient_passes_the_value_and_blocks_the_gradient(claim):
     g_plain = float(jax.grad(lambda x: x ** 2 + 3 * x)(x))
     claim.record('value_unchanged', same)
     claim.check('grad_at_2', g)
-    claim.record("grad_without_stop_gradient", g_plain)
-    assert same and g == 3.0 and g_plain == 7.0
+    claim.check("grad_without_stop_gradient", g_plain)
+    assert same
 
     # for any x and any weight on the stopped term: the term contributes its value, not its slope
     h = jax.grad(lambda x, k: k * jax.lax.stop_gradient(x) ** 2 + 3 * x)
@@ -806,7 +807,7 @@ def no_grad_pays_on_entry(mp):
 
 @control("TAPE-12", scope="process", expect="inconclusive",
          what="torch.enable_grad() records nothing, as no_grad, and no_grad costs 4 % more: there "
-              "is no tape for no_grad to save (grad/no_grad about 0.96)")
+              "is no tape for no_grad to save, and a cost that small must not read as a saving")
 def the_tape_costs_nothing(mp):
     mp.setattr(torch, "enable_grad", torch.no_grad)
     mp.setattr(torch, "no_grad", perturb.dearer_context(torch.no_grad, JUST_DEARER))

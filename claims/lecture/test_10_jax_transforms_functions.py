@@ -232,7 +232,6 @@ def tanh_derivative_from_cosh(mp):
 def test_grad_of_grad_differentiates_twice(claim):
     d2 = float(jax.grad(jax.grad(lambda x: x ** 3))(2.0))
     claim.check('second_derivative_of_x3_at_2', d2)
-    assert d2 == 12.0
 
 
 @control("JIT-12", what="what jax.grad returns is a constant to an outer jax.grad (its output "

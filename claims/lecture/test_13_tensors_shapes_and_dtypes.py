@@ -57,7 +57,6 @@ def test_jax_array_has_a_device_a_float32_default_and_no_grad(claim):
     a = jnp.array([1.0])
     claim.check('jax_default', str(a.dtype))
     claim.check('numpy_default', str(np.array([1.0]).dtype))
-    assert a.dtype == jnp.float32 and np.array([1.0]).dtype == np.float64
     assert len(a.devices()) == 1
     assert not hasattr(a, "grad") and not hasattr(a, "requires_grad")
     # differentiable through a transformation of the function instead
@@ -270,12 +269,10 @@ def test_linear_stores_out_by_in_and_computes_x_w_transposed(claim):
     torch.manual_seed(0)
     layer = torch.nn.Linear(64, 1)
     x = torch.randn(32, 64)
-    claim.check('weight_shape', list(layer.weight.shape))
     # (out, in) first: x @ W.T below has no meaning for another layout
-    assert tuple(layer.weight.shape) == (1, 64)
+    claim.check('weight_shape', list(layer.weight.shape), halt=True)
     diff = (layer(x) - (x @ layer.weight.T + layer.bias)).abs().max().item()
     claim.check('max_abs_diff', diff)
-    assert diff <= 1e-6
 
 
 @control("SHAPE-06", what="nn.Linear stores its weight as (in, out) and computes x @ W + b")

@@ -60,7 +60,7 @@ def test_concrete_has_1030_results_with_eight_inputs_and_one_target(concrete, cl
     rows, cols = concrete.values.shape
     claim.check('rows', rows)
     claim.check('inputs', concrete.X.shape[1])
-    assert (rows, cols) == (1030, 9)
+    claim.check('targets', cols - concrete.X.shape[1])
 
 
 @control("DS-01", "DS-05", what="the file's exact duplicate rows were dropped "
@@ -126,7 +126,6 @@ def test_multi_age_mixes_hold_76_percent_of_rows(concrete, claim):
     share = 100.0 * rows / len(concrete)
     claim.record("rows in multi-age mixes", rows)
     claim.check('share', share, unit='%')
-    assert 75.5 <= share < 76.5
 
 
 @control("DS-04", what="the mix components were recorded to the whole kg/m^3, which merges "
@@ -166,11 +165,8 @@ def test_eight_settings_measured_twice_differ_by_the_stated_amounts(concrete, cl
     # halt: the differences below are read pair by pair against the eight stated
     claim.check('pairs', len(diffs), halt=True)
     claim.record("differences", [round(d, 3) for d in diffs], unit="MPa")
-    stated = []
     for i, d in enumerate(diffs):
         claim.check(f"difference {i + 1}", d, unit="MPa")
-        stated.append(float(claim.figure(f"difference {i + 1}").stated))
-    assert np.allclose(diffs, stated, atol=0.006)
 
 
 @pytest.mark.claim("DS-07")
@@ -179,7 +175,6 @@ def test_repeatability_sd_is_about_2_2_mpa_on_8_df(concrete, claim):
     sd = float(np.sqrt(np.mean(d ** 2) / 2))
     claim.check('repeatability SD', sd, unit='MPa')
     claim.check('degrees of freedom', len(d))
-    assert abs(sd - 2.2) < 0.1
 
 
 @pytest.mark.claim("DS-08")
@@ -192,7 +187,7 @@ def test_a_four_row_group_at_7_days_has_one_bad_number(concrete, claim):
     claim.record("strengths", y, unit="MPa")
     claim.check('repeated value', y[0], unit='MPa')
     claim.check('odd value', y[3], unit='MPa')
-    assert y[0] == y[1] == y[2] and abs(y[3] - 22.897498) < 1e-6 and abs(y[0] - 55.895819) < 1e-6
+    assert y[0] == y[1] == y[2]
 
 
 @pytest.mark.claim("DS-09")
@@ -236,9 +231,9 @@ def odd_value_is_an_ordinary_repeat(mp):
 
 
 @control("DS-09", expect="holds",
-         what="the 4-row group's odd strength is 26 MPa below the other three (29.895819 "
-              "instead of 22.897498): averaged in as a ninth pair it triples the "
-              "repeatability estimate (3.0-fold; pooled, 3.3-fold)")
+         what="the 4-row group's odd strength is 26 MPa below the other three, a bad number a fifth smaller than the data's: the "
+              "sentence's 'tripled' is read to its printed digit, so a bad number that far off "
+              "still triples the estimate averaged in as a ninth pair")
 def odd_value_26_mpa_low(mp):
     _odd_value_below_the_group(mp, 26.0)
 
@@ -250,7 +245,7 @@ def test_mean_baseline_scores_17_9_and_the_working_net_5_5(concrete, claim, fres
     train_idx, val_idx = lecture_split(0)
     claim.check('train rows', len(train_idx))
     claim.check('validation rows', len(val_idx))
-    assert net < 0.5 * base
+    claim.check("net / baseline", net / base)
 
 
 @control("STORY-01", "STORY-05",
@@ -262,10 +257,9 @@ def relu_outputs_zero(mp):
 
 @control("STORY-01", "STORY-08", "STORY-14", scope="process",
          moves=("net", "RMSE", "Adam, scaled on the training rows"),
-         what="torch's Adam takes steps 1 % longer than its lr (1.01e-3 for the loop's 1e-3): "
-              "the working network scores 5.62 MPa, a printed 5.6, not 5.5 (measured: 2 % "
-              "longer steps give 5.50, inside; 0.5 % longer 5.56, 1 % shorter 5.55, both "
-              "within 0.01 of the figure's edge)")
+         what="torch's Adam takes steps 1 % longer than its lr, "
+              "a change of the single run's steps as small as moves its RMSE by one printed "
+              "digit of 5.5, the figure's own scale")
 def adam_steps_one_percent_longer(mp):
     # the figure's own scale: one printed digit (0.1 MPa) off a single run's 5.5; a single
     # run moves that much under any small change of its steps, so no smaller move is steady.
@@ -276,20 +270,20 @@ def adam_steps_one_percent_longer(mp):
 
 
 @control("STORY-01", "STORY-02", moves=("baseline",),
-         what="every strength reads 0.5 % low (a press calibrated 0.5 % low): predicting the "
-              "training mean scores 17.77 MPa, a printed 17.8, not 17.9, while the network, "
-              "trained on the standardised target, scores 5.46, inside its 5.5 (measured: "
-              "0.5 % high gives 17.95, still inside)")
+         what="every strength reads 0.5 % low (a press calibrated 0.5 % low): the "
+              "predict-the-mean baseline scales with the strengths, so it moves by about one "
+              "printed digit of 17.9, while the network, trained on the standardised target, "
+              "is meant to keep its 5.5")
 def strengths_read_half_a_percent_low(mp):
-    # the figure's own scale: the baseline scales with the strengths, so 0.5 % moves it by
-    # 0.09 MPa, one printed digit
+    # the figure's own scale: the baseline scales with the strengths, so half a percent of
+    # 17.9 is about one printed digit of it
     read_scaled(mp, "strength_mpa", 0.995)
 
 
 @pytest.mark.claim("STORY-17")
 @pytest.mark.parametrize("argsort", [numpy_argsort_target()], ids=lambda t: f"numpy_argsort_{t}")
 def test_todays_group_kfold_gives_the_lecture_fold_0(concrete, claim, argsort):
-    """scikit-learn before 1.9 deals the groups in the order of NumPy's default (unstable)
+    """before scikit-learn 1.9, GroupKFold deals the groups in the order of NumPy's default (unstable)
     argsort of their sizes, whose order of ties depends on the SIMD code it runs on this CPU
     (support.machine.environment.numpy_argsort_target): the variant names it, and
     claims/expectations.toml keys the known failures on it."""

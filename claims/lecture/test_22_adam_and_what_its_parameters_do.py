@@ -117,17 +117,17 @@ FIRST_STEP = error_models.model("adam:first-step-float64")
 LOCKSTEP = error_models.model("optim:lockstep-float64")
 
 
-def lockstep_share(claim, a, b, what: str) -> float:
+def lockstep_share(claim, a, b) -> float:
     """Share of the lockstep model's bound used by two paths (steps+1, d) of one problem;
-    recorded (worst over the examples), asserted for this example, returned."""
+    recorded (worst over the examples), judged for this example (halt: Hypothesis shrinks a
+    failing one), returned."""
     a, b = np.asarray(a), np.asarray(b)
     steps = len(a) - 1
     magnitude = max(np.max(np.abs(a)), np.max(np.abs(b))) + np.max(np.abs(np.diff(a, axis=0)))
     share = LOCKSTEP.share(a - b, magnitude, n=steps)
-    claim.check("share_of_rounding_bound", share, reduce="max", note=LOCKSTEP.describe(steps))
     claim.record("worst_abs_diff", max_abs_diff(a, b), reduce="max")
-    assert share <= 1, f"{what}: {max_abs_diff(a, b):.3g} apart, {share:.3g} of the rounding bound"
-    return share
+    return claim.check("share_of_rounding_bound", share, reduce="max", halt=True,
+                       note=LOCKSTEP.describe(steps))
 
 
 def _constructed_with(mp, cls, change):
@@ -260,7 +260,7 @@ def test_the_printed_update_matches_torch_and_optax_adam_to_an_ulp(claim, librar
 
 
 @control("ADAM-01", what="torch's Adam and optax's adam default to an epsilon ten times larger "
-                         "(1e-7) than the printed equations' 1e-8")
+                         "(1e-7) than the printed equations' epsilon")
 def libraries_eps_ten_times_larger(mp):
     import optax
     with_defaults(mp, torch.optim.Adam.__init__, eps=1e-7)
@@ -279,7 +279,7 @@ def test_adam_is_invariant_to_a_diagonal_rescaling_of_the_gradients(claim, c, st
     plain = torch_path(adam, 50, start=start)
     # the same gradients, scaled per coordinate: every step is the same step
     scaled = torch_path(adam, 50, start=start, grad_fn=lambda th, t: c * (h @ plain[t]))
-    lockstep_share(claim, plain, scaled, f"Adam with gradients scaled by {c}")
+    lockstep_share(claim, plain, scaled)            # Adam with gradients scaled by c
     # the scaled problem run on its own (its rounding then feeds back into its gradients)
     own = torch_path(adam, 50, start=start, grad_fn=lambda th, t: c * (h @ th))
     claim.record("max_rel_diff_scaled_vs_plain", max_abs_diff(plain, own) / np.max(np.abs(plain)),
@@ -491,18 +491,16 @@ def test_the_default_epsilon_is_negligible(claim):
     without = torch_path(torch_adam(lr=bowl.ADAM_LR, eps=0.0), 100)
     diff = max_abs_diff(with_eps, without)
     claim.check('default_eps', eps)
-    claim.record("bowl_path_diff_eps_vs_0_100_steps", diff)
+    claim.check("bowl_path_diff_eps_vs_0_100_steps", diff)
     # the first step for any gradient of 1e-3 or more moves by at most eps/|g| = 1e-5
     grads = np.logspace(-3, 2, 11)
     first = {e: torch_first_step(torch_adam(lr=1e-3, **kw), grads)
              for e, kw in ((eps, {}), (0.0, {"eps": 0.0}))}
     rel = float(np.max(np.abs(first[eps] / first[0.0] - 1.0)))
-    claim.record("first_step_rel_change_g_ge_1e-3", rel)
-    # control: a large epsilon is not negligible on the same bowl
-    big = max_abs_diff(torch_path(torch_adam(lr=bowl.ADAM_LR, eps=1.0), 100), without)
-    claim.record("control_eps_1_path_diff", big)
-    assert diff < 1e-6 and rel < 1e-5
-    assert big > 0.1
+    claim.check("first_step_rel_change_g_ge_1e-3", rel)
+    # contrast: a large epsilon is not negligible on the same bowl
+    claim.check("control_eps_1_path_diff",
+                max_abs_diff(torch_path(torch_adam(lr=bowl.ADAM_LR, eps=1.0), 100), without))
 
 
 @control("ADAM-05", what="torch's Adam defaults epsilon to 1e-4, ten thousand times the "
@@ -573,9 +571,12 @@ def test_without_bias_correction_the_first_step_is_3_2_times_lr(claim):
     claim.record("sqrt_v1_over_g", (np.sqrt(v1) / np.abs(g)).tolist())
     corrected = np.abs(p.detach().numpy() - np.array(bowl.START)) / bowl.ADAM_LR
     claim.record("with_correction", corrected.tolist())
-    assert np.allclose(np.sqrt(v1) / np.abs(g), math.sqrt(1.0 - b2), rtol=1e-6)
-    assert np.allclose(ratio, (1.0 - b1) / math.sqrt(1.0 - b2), rtol=1e-6)
-    assert np.allclose(corrected, 1.0, rtol=1e-6)
+    claim.check("ratio against (1 - beta1) / sqrt(1 - beta2), largest relative difference",
+                float(np.max(np.abs(ratio * math.sqrt(1.0 - b2) / (1.0 - b1) - 1))))
+    claim.check("sqrt(v1) / |g| against sqrt(1 - beta2), largest relative difference",
+                float(np.max(np.abs(np.sqrt(v1) / np.abs(g) / math.sqrt(1.0 - b2) - 1))))
+    claim.check("corrected first step over lr, largest difference from 1",
+                float(np.max(np.abs(corrected - 1))))
 
 
 @control("ADAM-07", what="torch's Adam leaves out the bias correction: it steps "
@@ -599,7 +600,7 @@ def test_beta1_0_99_overshoots_to_5_3_against_0_0011_at_the_default(claim):
     path = runs[0.99]["path"]
     # "swings far below the valley and overshoots the minimum": theta1 passes 0
     assert np.any(path[:, 0] > 0)
-    assert heavy > 1000 * default
+    claim.check("loss_100, beta1 0.99 / 0.9", heavy / default)
 
 
 @control("ADAM-10", "ADAM-16", what="torch's Adam ignores the betas it is given and averages "
@@ -616,7 +617,6 @@ def test_after_300_steps_lr_0_01_is_1_6_away_while_lr_0_1_is_at_7e_7(claim):
     claim.check('distance_300_lr_0.01', dist[0.01][300])
     claim.check('distance_300_lr_0.1', dist[0.1][300])
     claim.record("distance_300_lr_0.5", dist[0.5][300])
-    assert dist[0.01][300] > 1.0 and dist[0.1][300] < 1e-5
 
 
 @control("ADAM-11", what="torch's Adam steps with a tenth of the learning rate it is given")
@@ -632,16 +632,16 @@ def test_sgd_first_step_is_2_7_and_0_18_while_adams_is_lr_in_both(claim):
     claim.check('sgd_first_step_shallow', sgd[0])
     claim.check('adam_first_step_shallow', adam[0])
     claim.check('adam_first_step_steep', adam[1])
-    assert sgd[1] > 10 * sgd[0]
-    assert np.allclose(adam, bowl.ADAM_LR, rtol=1e-6)
+    claim.check("sgd_first_step_steep / shallow", sgd[1] / sgd[0])
 
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("ADAM-13")
-def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, claim, runs, sgd):
+def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, claim, adam_runs,
+                                                                  sgd_runs):
     # the mechanism, on the raw concrete batch: Adam's first step is lr in every weight,
-    # SGD's is proportional to each input column's size (coarse aggregate ~970 vs
-    # superplasticizer ~6)
+    # SGD's is proportional to each input column's size (the coarse aggregate's over a
+    # hundred times the superplasticizer's, DS-12)
     lr = 1e-3
     adam = first_step_sizes(concrete, "adam", lr)
     plain = first_step_sizes(concrete, "sgd", lr)
@@ -650,19 +650,18 @@ def test_adams_per_coordinate_steps_are_why_it_survived_raw_inputs(concrete, cla
     claim.record("Adam first step / lr, max", float(adam[moved].max() / lr))
     col = plain.mean(0)
     claim.check("SGD first step, largest / smallest column", float(col.max() / col[col > 0].min()))
-    claim.record("Adam raw (survived)", runs["raw"].rmse, unit="MPa")
-    claim.record("SGD raw (exploded)", sgd["raw", lr, 0].rmse, unit="MPa")
+    claim.record("Adam raw (survived)", adam_runs["raw"].rmse, unit="MPa")
+    claim.record("SGD raw (exploded)", sgd_runs["raw", lr, 0].rmse, unit="MPa")
     assert torch.allclose(adam[moved], torch.full_like(adam[moved], lr), rtol=1e-3)
     # the outcome it explains: Adam survives with a mediocre model, SGD gives NaN
-    assert math.isfinite(runs["raw"].rmse) and not math.isfinite(sgd["raw", lr, 0].rmse)
-    claim.check("Adam raw / Adam scaled", runs["raw"].rmse / runs["fixed"].rmse)
+    assert math.isfinite(adam_runs["raw"].rmse) and not math.isfinite(sgd_runs["raw", lr, 0].rmse)
+    claim.check("Adam raw / Adam scaled", adam_runs["raw"].rmse / adam_runs["fixed"].rmse)
 
 
 @control("ADAM-13",
          what="the superplasticizer reads 7.5 times its value: the inputs' columns differ less, "
-              "and SGD's first step on the largest column is 95 times that on the smallest, "
-              "under the 100 that 'a factor of more than 150' sets (measured: 7 times leaves "
-              "102)")
+              "and SGD's first step on the largest column over that on the smallest falls just "
+              "under the 100 that 'a factor of more than 150' sets")
 def superplasticizer_reads_seven_and_a_half_times_larger(mp):
     # the figure's own scale: the column spread SGD's first step follows, just under its
     # bound. Test scope: the trained runs the test also reads are left as they are
@@ -675,7 +674,7 @@ def test_rotating_the_bowl_45_degrees_raises_adams_loss_to_1_1(claim):
     claim.check('loss_100_axis_aligned', straight)
     claim.check('loss_100_rotated_45', rotated)
     claim.record("loss_100_rotated_minus_45", rotated_loss(-45.0))
-    assert rotated > 100 * straight
+    claim.check("loss_100, rotated / axis-aligned", rotated / straight)
 
 
 @pytest.mark.claim("ADAM-14")
@@ -692,7 +691,7 @@ def test_adam_is_not_invariant_to_rotations(claim, deg, start):
         if same:
             # SGD at lr 0.02 is a contraction on both bowls (|1 - 0.02 x 40| < 1), so the
             # per-step roundings add up: the lockstep model
-            lockstep_share(claim, turned, base @ r.T, f"SGD on the bowl rotated {deg:g} degrees")
+            lockstep_share(claim, turned, base @ r.T)      # SGD on the rotated bowl
         else:
             claim.record("min_adam_rotation_diff", diff, reduce="min")
             assert diff > 1e-3
@@ -710,8 +709,7 @@ def test_adams_steps_start_equal_while_sgds_differ_fifteenfold(claim):
     claim.check('adam_ratio', adam_ratio)
     # the SGD ratio is the ratio of the gradients at the start, 40*1.5 / 4
     grad = bowl.HESSIAN @ np.array(bowl.START)
-    assert math.isclose(sgd_ratio, abs(grad[1] / grad[0]), rel_tol=1e-12)
-    assert math.isclose(adam_ratio, 1.0, rel_tol=1e-6)
+    claim.check("sgd_ratio over the gradients' ratio", float(sgd_ratio / abs(grad[1] / grad[0])))
 
 
 @pytest.mark.claim("ADAM-16")
@@ -728,17 +726,14 @@ def test_after_a_100_fold_gradient_drop_beta2_0_999_collapses_60_fold_and_0_9_re
     slow, fast = series[0.999], series[0.9]
     claim.check('beta2_0.999_collapse_at_250', 1.0 / slow[at])
     claim.check('beta2_0.9_dip_at_250', 1.0 / fast[at])
-    claim.record("beta2_0.9_min_after_drop", float(fast[200:].min()))
+    claim.check("beta2_0.9_min_after_drop", float(fast[200:].min()))
     after = fast[bowl.DROP_AT:]
     bottom = int(np.argmin(after))
     first_back = bottom + int(np.argmax(after[bottom:] > 0.85))   # steps after the drop
     claim.check('beta2_0.9_steps_to_recover_0.85', first_back)
-    claim.record("beta2_0.999_max_from_250_to_599", float(slow[at:].max()))
+    claim.check("beta2_0.999_min_from_250_to_599", float(slow[at:].min()))
+    claim.check("beta2_0.999_max_from_250_to_599", float(slow[at:].max()))
     claim.record("beta2_0.999_at_400", float(slow[400]))
-    # "for hundreds of steps": from 50 steps after the drop to the end (400 steps), 0.999's
-    # step stays between 1/100 and 1/40 of lr; 0.9 is back above 0.85 lr within 100 steps
-    assert np.all((slow[at:] > 1 / 100) & (slow[at:] < 1 / 40))
-    assert 0.15 <= fast[200:].min() <= 0.25
     assert bottom < first_back
 
 
@@ -757,8 +752,8 @@ def test_an_l2_penalty_is_weight_decay_for_sgd(claim, lam, lr, start):
     # amplified by divergence: the lockstep model)
     rel = max(max_abs_diff(in_loss, decay), max_abs_diff(in_loss, lib)) / np.max(np.abs(start))
     claim.record("max_rel_diff_l2_vs_decay", rel, reduce="max")
-    lockstep_share(claim, in_loss, decay, "an L2 term in the loss against decaying the weights")
-    lockstep_share(claim, in_loss, lib, "an L2 term in the loss against torch's weight_decay")
+    lockstep_share(claim, in_loss, decay)       # an L2 term in the loss against decaying the weights
+    lockstep_share(claim, in_loss, lib)         # ... and against torch's weight_decay
     # control: the L2 run is not simply the plain run (the penalty does something)
     assert max_abs_diff(in_loss, run(SGD(lr), lambda th, t: h @ th, start, 20).thetas) > 0
 
@@ -792,7 +787,7 @@ def test_for_adam_an_l2_penalty_is_not_weight_decay(claim, lam, lr):
     refw = bowl.descend(AdamW(lr, weight_decay=lam), 5).thetas
     tl2 = torch_path(lambda ps: torch.optim.Adam(ps, lr=lr, weight_decay=lam), steps=5,
                      grad_fn=lambda th, t: bowl.HESSIAN @ ref[t])
-    lockstep_share(claim, tl2, ref, "torch's Adam(weight_decay) against the reference L2 Adam")
+    lockstep_share(claim, tl2, ref)     # torch's Adam(weight_decay) against the reference L2 Adam
     assert max_abs_diff(tl2, refw) > 1e-9
 
 
@@ -814,8 +809,8 @@ def test_reference_adamw_matches_torch_and_optax_adamw(claim, library, wd):
     diff = max_abs_diff(ref, lib)
     bound = ulps_bound()
     # the notes print no AdamW figure; torch writes the decay as theta*(1-lr*wd) - lr*d,
-    # optax as theta - lr*(d + wd*theta): they are up to 2.4e-15 apart, so the bound is
-    # 4 ulps of |theta| <= 4
+    # optax as theta - lr*(d + wd*theta): the two orders round apart by a few ulps, so the
+    # bound is 4 ulps of |theta| <= 4
     claim.record('max_abs_diff_50_steps', diff, note=f"bound {bound:.3g} (4 ulps of |theta| <= 4)")
     assert diff <= bound
     coupled = bowl.descend(Adam(LR_AGREE, weight_decay=wd), STEPS_AGREE).thetas
@@ -914,7 +909,6 @@ def test_torch_adam_and_optax_adam_share_beta1_beta2_and_eps(claim):
     claim.check("optax_beta1", optax_vals[0])
     claim.check("optax_beta2", optax_vals[1])
     claim.check("optax_eps", optax_vals[2])
-    assert torch_vals == optax_vals == (0.9, 0.999, 1e-8)
     # every parameter group that sets none of them gets torch's defaults
     groups = torch.optim.Adam(param_groups(nested_model())).param_groups
     assert all((g["betas"][0], g["betas"][1], g["eps"]) == torch_vals for g in groups)
@@ -937,9 +931,11 @@ def test_torch_defaults_adams_lr_to_1e_3_and_optax_requires_one(claim):
         optax.adam()
     assert required
     # in several parameter groups, the default fills each group that sets no lr of its own
-    groups = torch.optim.Adam(param_groups(nested_model(), head_lr=0.05)).param_groups
+    own = {"head": 0.05}
+    groups = torch.optim.Adam(param_groups(nested_model(), head_lr=own["head"])).param_groups
     claim.record("lr_per_group", {g["name"]: g["lr"] for g in groups})
-    assert [g["lr"] for g in groups] == [lr, lr, 0.05]
+    claim.check("the default fills every group that sets no lr",
+                all(g["lr"] == own.get(g["name"], lr) for g in groups))
 
 
 @control("ADAM-21", what="torch's Adam defaults its learning rate to 1e-2")
@@ -958,7 +954,9 @@ def test_torch_adamw_decays_0_01_by_default_and_optax_adamw_1e_4(claim):
     # in several parameter groups, the default fills each group that sets no decay of its own
     groups = torch.optim.AdamW(param_groups(nested_model())).param_groups
     claim.record("adamw_weight_decay_per_group", {g["name"]: g["weight_decay"] for g in groups})
-    assert [g["weight_decay"] for g in groups] == [torch_wd, 0.0, torch_wd]
+    own = {"no_decay": 0.0}                 # the one group param_groups gives its own decay
+    claim.check("the default fills every group that sets no decay",
+                all(g["weight_decay"] == own.get(g["name"], torch_wd) for g in groups))
 
 
 @control("ADAM-22", "ADAM-23", what="torch's AdamW defaults its weight decay to optax's 1e-4")

@@ -175,8 +175,8 @@ def deterministic_flag_ignored(mp):
 
 
 @control("RNG-08", what="the deterministic setting costs nothing: it is index_add_'s default "
-                        "atomic kernel that takes longer (each call keeps the card busy "
-                        "~0.1 s more)")
+                        "atomic kernel that takes longer (each call keeps the card busy for "
+                        "a further 200 million clock cycles, far past the noise of one call)")
 def default_index_add_is_the_slow_one(mp):
     index_add_ = torch.Tensor.index_add_
 
@@ -252,11 +252,9 @@ def manual_seed_ignores_its_argument(mp):
 
 @control("RNG-12", scope="process",
          what="scikit-learn's HistGradientBoostingRegressor stops after 24 boosting iterations "
-              "instead of its default 100: on the grouped folds the tree is 0.74 MPa weaker, "
-              "the MLP wins on every seed, the closest by 0.20 MPa, beyond rounding's reach "
-              "(0.11): the seed-to-seed spread (0.23, as before) no longer reverses the "
-              "comparison (measured: 26 iterations leave the closest seed 0.08 from a tie, "
-              "undecided)")
+              "instead of its default 100: on the grouped folds the tree weakens just enough "
+              "that the MLP wins on every seed, the closest beyond rounding's reach of a tie: "
+              "the seed-to-seed spread, kept as it was, no longer reverses the comparison")
 def boosted_tree_stops_after_twenty_four_iterations(mp):
     # the sentence's own scale: the gap just large enough, against the spread the seeds
     # keep, that no seed crosses it. The tree is the one arm that moves every seed alike
@@ -297,21 +295,16 @@ def test_the_notes_comparisons_are_means_over_five_seeds_and_five_folds(claim):
 @pytest.mark.claim("RNG-13")
 def test_mlp_is_6_48_plus_minus_0_65_over_25_runs(claim, grouped):
     mlp = grouped["mlp"]
-    mean = claim.check('mean', float(mlp.mean()), unit='MPa')
-    sd = claim.check('std (ddof 0)', float(mlp.std(ddof=0)), unit='MPa')
-    claim.record('runs', mlp.size,
-                 note="the protocol's configuration, as the suite ran it (not a measurement)")
+    claim.check('mean', float(mlp.mean()), unit='MPa')
+    claim.check('std (ddof 0)', float(mlp.std(ddof=0)), unit='MPa')
+    claim.check('runs', mlp.size,
+                note="the protocol's configuration, as the suite ran it (not a measurement)")
     claim.record("runs (seed x fold)", np.round(mlp, 3).tolist(), unit="MPa")
-    assert mlp.size == 25
-    assert 6.0 <= mean <= 7.0 and 0.4 <= sd <= 0.9
 
 
 @control("RNG-13", scope="process", moves=("mean", "std (ddof 0)"),
-         what="torch's Adam steps 2 % longer than its parameter groups' lr (1.02e-3 for the "
-              "protocol's 1e-3): the 25 grouped runs average 6.55 MPa with a spread of 0.72, "
-              "outside the printed 6.48's 6.43-6.53 and 0.65's 0.62-0.68 (measured: 3 % longer "
-              "gives 6.50 and 0.687, the spread 0.007 over its edge; 3 % shorter 6.49 and "
-              "0.677, inside)")
+         what="torch's Adam steps 2 % longer than its parameter groups' lr: the 25 grouped runs end elsewhere, their mean and spread just "
+              "outside the tolerances of the printed 6.48 and 0.65")
 def adam_steps_two_percent_longer_on_every_group(mp):
     # the figures' own scale: the mean and spread of 25 runs each just outside its tolerance.
     # The batched networks give Adam their lr per parameter group, so the step reads it there

@@ -159,7 +159,8 @@ SWEEP_LRS = (0.01, 0.03, 0.1, 0.3, 1.0)
 
 @pytest.fixture
 def reference(concrete):
-    # function-scoped (one fit per variant, 0.3 s): a control of the tree reaches it too
+    # function-scoped (one fit per variant, cheap beside the networks): a control of the
+    # tree reaches it too
     X, y, Xv = fold0(concrete)
     model = fit_hgb(X, y)
     # validation rows with a feature exactly on one of the tree's split thresholds (a
@@ -188,8 +189,8 @@ def test_the_tree_trains_on_concrete_in_under_a_second(concrete, claim):
                   budget_s=2.0)
     # for scale, the network it replaces (3 epochs scaled to the 120 of the stories):
     # recorded, not compared. Warmed up first: a process's first train() imports
-    # torch._dynamo (the optimizer) and scikit-learn (the scaler), two seconds that read as
-    # a 48 s network
+    # torch._dynamo (the optimizer) and scikit-learn (the scaler), whose import time,
+    # scaled by forty with the epochs, would read as a far slower network
     train(concrete, epochs=1)
     start = time.perf_counter()
     train(concrete, epochs=3)
@@ -282,11 +283,12 @@ def tree_default_learning_rate_0_01(mp):
                                                 "learning_rate": 0.01})
 
 
-# each example fits 100 boosted trees (~0.3 s on one core). "exact": the rescaled inputs are
-# computed exactly (float32 values times float32 factors in float64: 24 + 24 significant bits
-# fit in 53), so nothing but the scale changes. "float32": the products rounded to float32, as
-# a float32 pipeline computes them; a row whose value sits exactly on a split threshold (a
-# midpoint between two training values) can then land on the other side.
+# each example fits 100 boosted trees, the test's whole cost (the hypothesis profile sets how
+# many examples). "exact": the rescaled inputs are computed exactly (float32 values times
+# float32 factors in float64: 24 + 24 significant bits fit in 53), so nothing but the scale
+# changes. "float32": the products rounded to float32, as a float32 pipeline computes them; a
+# row whose value sits exactly on a split threshold (a midpoint between two training values)
+# can then land on the other side.
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("FW-11")
 @pytest.mark.parametrize("rescale", ["exact", "float32"])
@@ -311,10 +313,13 @@ def test_tree_predictions_do_not_depend_on_feature_scaling(concrete, claim, refe
     seen = tally.setdefault(rescale, [0, 0])     # over every example of this variant
     seen[0] += int(np.sum(moved & on_edge))
     seen[1] += int(np.sum(moved))
-    claim.record("moved rows with a value exactly on a split threshold",
-                 f"{seen[0]} of {seen[1]}", note=(
-                     f"over all examples; {int(np.sum(on_edge))} of {len(on_edge)} validation "
-                     "rows have a feature exactly on a split threshold of the unscaled tree"))
+    # a share, not a count: Hypothesis draws other scales each run, so the tally is a
+    # measurement that jitters, never an API fact a diff should call changed
+    claim.record("share of moved rows with a value exactly on a split threshold",
+                 seen[0] / seen[1] if seen[1] else 0.0, note=(
+                     f"{seen[0]} of {seen[1]} moved rows over all examples; "
+                     f"{int(np.sum(on_edge))} of {len(on_edge)} validation rows have a feature "
+                     "exactly on a split threshold of the unscaled tree"))
     claim.record("largest change of a prediction", float(np.max(np.abs(scaled - pred))), reduce="max", unit="MPa")
     # the qualitative claim: no systematic change of the score (the registry's bound)
     claim.check("change of the validation RMSE", change, reduce="max", unit="MPa")
@@ -347,13 +352,13 @@ def tree_rounds_its_inputs(mp):
 
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("SPLIT-11")
-def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, tvn):
-    gap, se = gap_and_se(tvn["group"])
+def test_nn_and_tree_tie_once_the_split_respects_the_mix(claim, trees_vs_nets):
+    gap, se = gap_and_se(trees_vs_nets["group"])
     claim.record("gap MLP - tree", gap, unit="MPa", note=f"SE {se:.3f} MPa")
     # a tie under the grouped split: within 2 SE (the figure's bound)
     claim.check("gap / SE", gap / se, note="paired MLP - tree over std (ddof 0) / sqrt 25")
     # contrast: the same rule does not call the leaky split's gap a tie
-    kgap, kse = gap_and_se(tvn["kfold"])
+    kgap, kse = gap_and_se(trees_vs_nets["kfold"])
     claim.record("random split: gap / SE", kgap / kse)
     assert claim.figure("gap / SE").judge(kgap / kse)[0] == "broken", \
         "control: the leaky split's gap counts as a tie"
@@ -558,9 +563,8 @@ def test_saved_activations_grow_linearly_with_depth_and_vanish_under_no_grad(cla
     # Linear's saved input) of rows x width per layer
     claim.check('held_bytes_per_layer', slope, unit='B',
                 note=f"one float32 activation of {rows} x {width} is {rows * width * 4} B")
-    claim.record("depth_linear_R2", r2)
+    claim.check("depth_linear_R2", r2)
     claim.record("held_MB_by_depth", [h / MB for h in held], unit="MB")
-    assert r2 > 0.99 and slope > 0
     assert held_no_grad == [0] * len(depths), "control: without the tape nothing is stored"
 
 
@@ -599,7 +603,6 @@ def test_hessian_and_per_example_gradients_are_one_line(claim):
     claim.check('hessian_vs_loop', dh)
     claim.check('per_example_vs_loop', dg)
     assert H.shape == (4, 4) and per_ex.shape == (5, 4)
-    assert dh <= 1e-12 and dg <= 1e-12
 
 
 @control("JAX-06", "JAX-08", "JAX-15", what="jax.vmap hands back the examples' results in "

@@ -82,7 +82,7 @@ def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request,
 
 
 @control("DS-13", what="pandas.read_excel falls back to another engine (calamine) when xlrd "
-                       "is missing, as pandas does from 3.1, so the .xls no longer needs xlrd")
+                       "is missing, as pandas does from pandas 3.1, so the .xls no longer needs xlrd")
 def read_excel_falls_back_without_xlrd(mp):
     pd = pytest.importorskip("pandas")
     read_excel = pd.read_excel
@@ -208,8 +208,8 @@ def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
                                              kwargs=dict(epochs=epochs), rounds=1, iterations=1)
             batched = benchmark.stats.stats.min
         ratios.append(sequential[-1] / batched)
-    ratio = claim.check('speed-up, one at a time / batched', float(np.median(ratios)),
-                        interval=(min(ratios), max(ratios)))
+    claim.check('speed-up, one at a time / batched', float(np.median(ratios)),
+                interval=(min(ratios), max(ratios)))
     benchmark.extra_info.update({"claim": "SPLIT-10", "device": "cpu", "networks": len(specs),
                                  "epochs": epochs, "sequential_s": sequential,
                                  "speedups": ratios})
@@ -217,18 +217,17 @@ def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
     apart = claim.record("largest |d RMSE|, batched vs one at a time",
                          max(abs(r.rmse - s) for r, s in zip(batched_res, one_by_one)), unit="MPa")
     assert apart <= SHORT_RUN_MPA
-    assert ratio > 1
 
 
-# 2.7 ms of CPU an epoch: 400 epochs x 50 networks take 0.9 minutes
+# 2.7 ms of CPU an epoch: 400 epochs x 50 networks take 54 seconds, just under a minute
 QUICK_EPOCH_S = 0.0027
 
 
 @control("SPLIT-10",
          what="the process's CPU clock (time.process_time) advances 2.7 ms for every epoch a "
               "torch DataLoader starts and stands still otherwise, as on a library and machine "
-              "several times faster: the 50 networks one at a time read as 0.9 minutes, just "
-              "under the minute that 'a few minutes' asks for at least")
+              "several times faster: the 50 networks one at a time (20,000 epochs) read as 54 "
+              "seconds, just under the minute that 'a few minutes' asks for at least")
 def an_epoch_reads_under_three_milliseconds(mp):
     # The bound's lower edge on every machine: anything that takes away a share of torch's
     # work (fewer rows, fewer steps an epoch) moves the estimate in proportion to the

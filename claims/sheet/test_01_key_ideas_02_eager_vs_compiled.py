@@ -54,7 +54,6 @@ def test_the_graph_is_whatever_python_ran_this_call(claim, capsys):
     claim.check('node_for_negative_input', names[-1.0])
     claim.check('prints', printed)
     assert names[1.0] != names[-1.0]           # different inputs, different graphs
-    assert names == {1.0: "MulBackward0", -1.0: "ExpBackward0"} and printed == 2
 
 
 @control("TAPE-01", what="the graph is traced once and replayed: a comparison on a recorded "

@@ -112,11 +112,9 @@ def test_side_effects_run_at_trace_time_only(claim):
     for _ in range(3):
         f(jnp.ones(3))
     claim.check('appends_after_three_calls', len(log))
-    assert len(log) == 1
     # and "then never again" only while the cache hits: a new shape traces again
     f(jnp.ones(4))
-    claim.record("appends_after_new_shape", len(log))
-    assert len(log) == 2
+    claim.check("appends_after_new_shape", len(log))
 
 
 @pytest.mark.claim("JIT-06")
@@ -185,9 +183,8 @@ def test_torch_jit_trace_replays_the_branch_of_its_example(claim):
     tracer_warnings = [w for w in caught if "TracerWarning" in w.category.__name__]
     got, eager = traced(-torch.ones(3)), _branchy(-torch.ones(3))
     claim.check('traced_on_minus_ones', got.tolist())
-    claim.record("eager_on_minus_ones", eager.tolist())
+    claim.check("eager_on_minus_ones", eager.tolist())
     claim.record("tracer_warnings", len(tracer_warnings))
-    assert torch.equal(got, -2 * torch.ones(3)) and torch.equal(eager, torch.ones(3))
     assert tracer_warnings
 
 

@@ -106,7 +106,6 @@ def test_zero_grad_between_backward_and_step_loses_the_update(claim, model):
                                     "scheduler"], model)
     claim.check('weight_change', max(moved))
     claim.record("warnings", caught)
-    assert max(moved) == 0.0
 
 
 @control("LOOP-01", what="PyTorch stays silent when lr_scheduler.step() comes before "

@@ -292,8 +292,9 @@ def test_workers_pay_when_loading_is_the_bottleneck(claim):
 def test_without_workers_the_gpu_waits_for_the_main_process(claim, device):
     """Each batch takes 8 x 5 ms to load; the device's work per step is calibrated to about
     half of that. With num_workers=0 the main process loads the next batch while the device
-    has nothing queued (on CUDA it waits about half of every step; on the CPU, which does the
-    work itself, two thirds); with 4 workers the batches are ready and the wait goes."""
+    has nothing queued, so the device waits for a share of every step (on the CPU, which
+    does the work itself, a larger one); with 4 workers the batches are ready and the wait
+    goes."""
     n, batch, workers, epochs = 96, 8, 4, 5
     load_ms = batch * SLEEP_S * 1e3
     clock = DeviceClock(device)

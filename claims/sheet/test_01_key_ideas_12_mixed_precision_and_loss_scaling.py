@@ -129,12 +129,15 @@ def test_float16_flushes_tiny_gradients_to_zero_and_loses_their_update(claim):
     # one threshold: everything at or below it flushes, everything above survives (its value
     # against the notes' 6e-8 is the figure's: its stated value and its bounds)
     assert smallest_kept > largest_flushed
-    assert (y[x <= largest_flushed] == 0).all() and (y[x > largest_flushed] > 0).all()
-    assert lost == 0.0 and kept != 0.0
+    claim.check("one threshold: at or below it 0, above it kept",
+                bool((y[x <= largest_flushed] == 0).all() and (y[x > largest_flushed] > 0).all()))
+    claim.check("a 2e-8 gradient's update is lost", lost == 0.0)
+    claim.check("a 1e-7 gradient's update is kept", kept != 0.0)
 
 
 @control("AMP-01", what="float16 flushes every subnormal to zero (as hardware in flush-to-zero "
-                        "mode does): gradients up to 6.1e-5, not 6e-8, become 0")
+                        "mode does): gradients below float16's smallest normal, 2^-14, far above "
+                        "the notes' 6e-8, become 0")
 def float16_flushes_subnormals(mp):
     to = torch.Tensor.to
 
@@ -149,7 +152,7 @@ def float16_flushes_subnormals(mp):
 
 @control("AMP-01", expect="holds",
          what="the cast to float16 rounds toward zero instead of to nearest: every float32 "
-              "below the smallest subnormal 2^-24 = 5.96e-8 becomes 0, so gradients below "
+              "below the smallest subnormal 2^-24 (the notes' 6e-8) becomes 0, so gradients below "
               "about 6e-8 flush to zero and their updates are lost")
 def float16_cast_rounds_toward_zero(mp):
     to = torch.Tensor.to
@@ -186,7 +189,7 @@ def test_scaling_the_loss_by_a_power_of_two_scales_every_gradient_exactly(claim,
 @pytest.mark.claim("AMP-02")
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16), s=st.floats(1.0, 1e4))
-@example(seed=16493, s=7278.625)     # 1.0035e-5 of the largest entry: red under the old 1e-5
+@example(seed=16493, s=7278.625)     # just past the old tolerance (1e-5 of the largest entry)
 @example(seed=0, s=3.0)
 def test_scaling_the_loss_by_any_factor_scales_the_gradients_up_to_rounding(claim, seed, s):
     g, gs = _grads(seed, 1.0), _grads(seed, s)
@@ -230,7 +233,6 @@ def test_scaling_lifts_a_gradient_that_underflows_in_float16(claim):
     claim.record("gradient_with_S_2^15", scaled)
     claim.record("recovered_after_dividing_by_S", recovered)
     claim.check('relative_error', rel)
-    assert rel < 1e-3
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -309,7 +311,7 @@ def test_float16_max_is_65504_and_the_scaler_skips_the_step_and_lowers_s_on_over
 
 
 @control("AMP-05", what="the scaler keeps S when the gradients overflow (torch's scale "
-                        "update backs off by a factor 1, not 0.5)")
+                        "update backs off by a factor 1 instead of halving)")
 def scale_kept_on_overflow(mp):
     update = torch._amp_update_scale_
     mp.setattr(torch, "_amp_update_scale_",
@@ -418,12 +420,12 @@ def test_bfloat16_has_float32s_8_exponent_bits_and_range(claim):
     claim.check('bfloat16_max_over_float32_max', bf.max / f32.max)
     claim.record('bfloat16_smallest_normal', bf.smallest_normal)
     assert exponent_bits(BF16) == exponent_bits(torch.float32) > exponent_bits(F16)
-    assert bf.smallest_normal == f32.smallest_normal and bf.max / f32.max > 0.99
+    assert bf.smallest_normal == f32.smallest_normal
     assert torch.tensor(1e38).to(BF16).isfinite() and torch.tensor(1e38).to(F16).isinf()
 
 
 @control("AMP-08", what="torch's bfloat16 has float16's layout: 5 exponent bits, a maximum "
-                        "of 65504, so 1e38 overflows")
+                        "of 65504, so a value near float32's maximum overflows")
 def bfloat16_laid_out_as_float16(mp):
     finfo, to = torch.finfo, torch.Tensor.to
     mp.setattr(torch, "finfo", lambda dtype=None: finfo(F16 if dtype == BF16 else dtype)
@@ -438,10 +440,10 @@ def test_bfloat16_keeps_float32_exponent_and_range(claim):
     nexp = int(jnp.finfo(jnp.bfloat16).nexp)
     claim.check('bfloat16_exponent_bits', nexp)
     claim.record('bfloat16_max', bf.max)
-    claim.check('float16_max', f16.max)
+    claim.check('float16_max', f16.max)               # contrast: float16's 5 bits give no such range
+    claim.check("bfloat16_max_over_float32_max", bf.max / f32.max)
     assert nexp == int(jnp.finfo(jnp.float32).nexp)
-    assert abs(bf.max / f32.max - 1) < 0.01 and bf.smallest_normal == f32.smallest_normal
-    assert f16.max == 65504.0            # contrast: float16's 5 bits give no such range
+    assert bf.smallest_normal == f32.smallest_normal
 
 
 @control("DTYPE-16", what="bfloat16 is float16 in both frameworks: 5 exponent bits and a "

@@ -471,105 +471,162 @@ def test_the_threshold_lint_sees_a_restated_bound(tmp_path):
     assert len(found) == 2 and "[2.5, 3.5]" in found[0] and "above 4" in found[1]
 
 
-def _values_checked(fn, ast) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Figure name -> the variables whose values a test passes to claim.check for it, and
-    figure name -> those expressions as source text."""
-    names: dict[str, set[str]] = {}
-    texts: dict[str, set[str]] = {}
+# the calls that compare their arguments (a tolerance among them is a rule too)
+_COMPARING_CALLS = {"isclose", "allclose", "assert_allclose", "assert_close", "approx", "equal",
+                    "array_equal", "assert_array_equal", "assert_equal"}
+
+
+def _operands(expr, ast) -> set[str]:
+    """The values an expression is made of, as source text: each name, attribute or subscript
+    chain, the object of a method called on it (``res['hgb']`` of ``res['hgb'].mean()``)."""
+    out, inner = set(), set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            inner.add(id(node.func))
+            if isinstance(node.func, ast.Attribute):
+                out.add(ast.unparse(node.func.value))
+                inner.add(id(node.func.value))
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            inner.add(id(node.value))
+    for node in ast.walk(expr):
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and id(node) not in inner:
+            out.add(ast.unparse(node))
+    return out
+
+
+def _constant_number(node, ast) -> bool:
+    """A number written in the code: a numeric literal, arithmetic, a tuple or a list of them,
+    or a value a call builds from them alone."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _constant_number(node.operand, ast)
+    if isinstance(node, ast.BinOp):
+        return _constant_number(node.left, ast) and _constant_number(node.right, ast)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return bool(node.elts) and all(_constant_number(e, ast) for e in node.elts)
+    # a value built from numbers alone: torch.tensor([0.0, -4.0]), np.float32(1.7)
+    return isinstance(node, ast.Call) and bool(node.args) and not node.keywords \
+        and all(_constant_number(a, ast) for a in node.args)
+
+
+def _numbers_in(node, ast) -> list[str]:
+    """The numbers a comparison's operand writes, reached through arithmetic, tuples and lists
+    (an index, a slice or a function's argument is no threshold: ``h[-20:]``, ``std(ddof=0)``)."""
+    if _constant_number(node, ast):
+        return [ast.unparse(node)]
+    if isinstance(node, ast.UnaryOp):
+        return _numbers_in(node.operand, ast)
+    if isinstance(node, ast.BinOp):
+        return _numbers_in(node.left, ast) + _numbers_in(node.right, ast)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [n for e in node.elts for n in _numbers_in(e, ast)]
+    return []
+
+
+def _checked_values(fn, ast) -> dict[str, set[str]]:
+    """Value (source text) -> the figures a function passes it, or a value derived from it, to
+    claim.check for: the operands of each checked expression, then every name assigned (or
+    looped over) from an expression that holds one of them, to a fixed point."""
+    out: dict[str, set[str]] = {}
     for call in [n for n in ast.walk(fn) if isinstance(n, ast.Call)]:
-        if getattr(call.func, "attr", "") == "check" and len(call.args) >= 2 \
+        if getattr(call.func, "attr", "") == "check" and call.args \
                 and isinstance(call.args[0], ast.Constant):
-            called = {id(c.func) for c in ast.walk(call.args[1]) if isinstance(c, ast.Call)}
-            names.setdefault(call.args[0].value, set()).update(
-                n.id for n in ast.walk(call.args[1])
-                if isinstance(n, ast.Name) and id(n) not in called)
-            texts.setdefault(call.args[0].value, set()).add(ast.unparse(call.args[1]))
-    return names, texts
+            values = call.args[1:2] + [k.value for k in call.keywords if k.arg in (None, "value")]
+            for v in values:
+                for op in _operands(v, ast):
+                    out.setdefault(op, set()).add(call.args[0].value)
+    assigns = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            assigns += [(t, node.value) for t in node.targets]
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value:
+            assigns.append((node.target, node.value))
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            assigns.append((node.target, node.iter))
+    grown = True
+    while grown:
+        grown = False
+        for target, value in assigns:
+            figures = {f for op in _operands(value, ast) for known, fs in out.items()
+                       if _holds(op, known) for f in fs}
+            for name in [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]:
+                if figures - out.get(name, set()):
+                    out.setdefault(name, set()).update(figures)
+                    grown = True
+    return out
 
 
-def _exact_stated(figure) -> float | None:
-    """The stated value of a figure the notes print exactly (tolerance "exact", or the
-    sentence itself: fails_outside), as a number; None for any other figure."""
-    from support.rules import tolerances
-    if figure.reference or figure.stated is None:
-        return None
-    if not (figure.fails_outside or figure.tolerance() is tolerances.TABLE["exact"]):
-        return None
-    try:
-        return tolerances.as_float(figure.stated)
-    except (TypeError, ValueError):
-        return None
+def _holds(text: str, value: str) -> bool:
+    """Whether ``text`` is the value ``value`` or a part of it (``fixed[-20:]`` of ``fixed``)."""
+    return text == value or text.startswith(value) and text[len(value)] in ".["
 
 
-def restated_bounds(root: Path = ROOT, registry=None) -> list[str]:
-    """Asserts in claim tests that compare a value the test passes to claim.check with a
-    literal equal to that figure's bound, or to the exact figure the notes state for it: the
-    rule is the registry's (claim.check decides it; a stated figure that is the sentence
-    itself says so with fails_outside), the literal a second copy that can drift from it."""
+def second_rules(root: Path = ROOT) -> list[str]:
+    """Comparisons, in an assert or an if of a claim test (or a helper that checks figures),
+    of a value passed to claim.check (or one derived from it) with a number: a rule the
+    entry does not hold, so the report cannot show it and a known failure cannot name it.
+    It belongs to the figure (a bound, a tolerance, fails_outside) or to a new figure. A
+    comparing call (allclose, approx, equal ...) given such a value and a number counts too."""
     import ast
-    registry = registry or reg.load_registry()
     out = []
     for path in sorted((root / "claims").rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
-            ids = [a.value for d in fn.decorator_list for s in ast.walk(d)
-                   if isinstance(s, ast.Call) and getattr(s.func, "attr", "") == "claim"
-                   for a in s.args if isinstance(a, ast.Constant)]
-            checked, exprs = _values_checked(fn, ast)
-            figures = [(cid, f) for cid in ids if cid in registry for f in registry[cid].all_figures()]
-            bounds = [(float(b.value), checked.get(f.name, set()), f"{cid} {f.name!r} {b}")
-                      for cid, f in figures for b in f.bounds if b.op != "=="]
-            # a stated figure is matched by the very expression checked (the same number
-            # is often compared for another reason beside it: saved['grad'] > 0)
-            stated = [(_exact_stated(f), exprs.get(f.name, set()),
-                       f"{cid} {f.name!r} stated {f.stated} (mark it fails_outside instead)")
-                      for cid, f in figures if _exact_stated(f) is not None]
-            for node in [n for n in ast.walk(fn) if isinstance(n, ast.Assert)]:
-                for cmp in [n for n in ast.walk(node.test) if isinstance(n, ast.Compare)]:
-                    sides = [cmp.left, *cmp.comparators]
-                    names = {n.id for side in sides for n in ast.walk(side)
-                             if isinstance(n, ast.Name)}
-                    texts = {ast.unparse(side) for side in sides}
-                    for side in sides:
-                        try:
-                            value = float(ast.literal_eval(side))
-                        except (ValueError, TypeError, SyntaxError, MemoryError):
-                            continue
-                        out += [f"{path.relative_to(root)}:{node.lineno} ({fn.name}): {what}"
-                                for bound, used, what in bounds if bound == value and used & names]
-                        out += [f"{path.relative_to(root)}:{node.lineno} ({fn.name}): {what}"
-                                for exact, used, what in stated if exact == value and used & texts]
+            checked = _checked_values(fn, ast)
+            if not checked:
+                continue
+            tests = [n.test for n in ast.walk(fn) if isinstance(n, (ast.Assert, ast.If))]
+            found = []
+            for node in [n for t in tests for n in ast.walk(t)]:
+                if isinstance(node, ast.Compare):
+                    sides = [node.left, *node.comparators]
+                    numbers = [n for side in sides for n in _numbers_in(side, ast)]
+                elif isinstance(node, ast.Call) and getattr(
+                        node.func, "attr", getattr(node.func, "id", "")) in _COMPARING_CALLS:
+                    sides = [*node.args, *(k.value for k in node.keywords)]
+                    numbers = [n for side in sides for n in _numbers_in(side, ast)]
+                else:
+                    continue
+                figures = sorted({f for side in sides for op in _operands(side, ast)
+                                  for value, fs in checked.items() if _holds(op, value)
+                                  for f in fs})
+                if numbers and figures and not any(node in ast.walk(f) for f in found):
+                    found.append(node)
+                    out.append(f"{path.relative_to(root)}:{node.lineno} ({fn.name}): "
+                               f"{ast.unparse(node)[:90]!r} compares {', '.join(map(repr, figures))} "
+                               f"with {', '.join(numbers)}")
     return out
 
 
-def test_no_test_restates_a_bound_of_its_claim(registry):
+def test_no_test_holds_a_second_rule():
     """Each fact once: a test passes its measurement to claim.check, which judges it by the
-    registry's bound; an assert on the same number is a second copy of the rule."""
-    bad = restated_bounds(registry=registry)
-    assert not bad, "\n  ".join(["asserts restating a registry bound:"] + bad)
+    figure's bound, tolerance or fails_outside in its entry; a comparison of the same value
+    (or one derived from it) with a number in the test is a second rule the report cannot
+    show and a known failure cannot name."""
+    bad = second_rules()
+    assert not bad, "\n  ".join([f"{len(bad)} second rules in claim tests (move each into "
+                                 "its figure's entry, or a new figure's):"] + bad)
 
 
-def test_the_restated_bound_lint_sees_one(tmp_path):
-    """Negative control of the lint above."""
-    _section(tmp_path / "claims", HEADER + _ONE + 'figures = [{ name = "r", bound = ">= 3" }]\n')
+def test_the_second_rule_lint_sees_one(tmp_path):
+    """Negative control of the lint above: a bound restated in an assert, a number in an if,
+    a value derived from a checked one, and a tolerance passed to a comparing call; the
+    contrast on a value the test only records, an index and a function's argument are not."""
+    (tmp_path / "claims" / "lecture").mkdir(parents=True)
     (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
-        'import pytest\n\n\n@pytest.mark.claim("AB-01")\ndef test_r(claim):\n'
-        '    r = 2.4\n    claim.check("r", r)\n    assert r >= 3, "several times"\n')
-    found = restated_bounds(tmp_path, reg.load_registry(tmp_path / "claims"))
-    assert found == ["claims/lecture/test_01_s.py:8 (test_r): AB-01 'r' >= 3"]
-
-
-def test_the_restated_bound_lint_sees_an_exact_stated_figure(tmp_path):
-    """Negative control of the lint above for a stated figure: a count the notes print, checked
-    and then asserted again, is two copies of one fact (fails_outside says it once)."""
-    _section(tmp_path / "claims", HEADER + _ONE
-             + 'figures = [{ name = "mixes", stated = 428, tol = "exact", fails_outside = true }]\n')
-    (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
-        'import pytest\n\n\n@pytest.mark.claim("AB-01")\ndef test_r(claim):\n'
-        '    n = len(range(428))\n    claim.check("mixes", n)\n    assert n == 428 and n > 0\n')
-    found = restated_bounds(tmp_path, reg.load_registry(tmp_path / "claims"))
-    assert found == ["claims/lecture/test_01_s.py:8 (test_r): AB-01 'mixes' stated 428 "
-                     "(mark it fails_outside instead)"]
+        'import numpy as np\nimport pytest\n\n\n@pytest.mark.claim("AB-01")\ndef test_r(claim):\n'
+        '    r, h = 2.4, np.ones(5)\n    claim.check("r", r)\n    assert r >= 3, "several"\n'
+        '    if r * 2 < 1:\n        pass\n    gap = abs(r - 1.0)\n    assert gap <= 0.5 * r\n'
+        '    assert np.allclose(r, 2.4, rtol=1e-6)\n'
+        '    claim.check("last", h[-1])\n    other = claim.record("other", 7.0)\n'
+        '    assert other > 1 and h[-2:].std(ddof=0) == h.mean()\n')
+    found = second_rules(tmp_path)
+    assert [f.split(": ", 1)[0] for f in found] == [
+        "claims/lecture/test_01_s.py:9 (test_r)", "claims/lecture/test_01_s.py:10 (test_r)",
+        "claims/lecture/test_01_s.py:13 (test_r)", "claims/lecture/test_01_s.py:14 (test_r)"]
+    assert found[0].endswith("compares 'r' with 3") and "with 0.5" in found[2] \
+        and "with 2.4, 1e-06" in found[3]
 
 
 def _device_prefixes() -> set[str]:
