@@ -20,7 +20,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.jaxutil import x64
 from support.lab import perturb

@@ -15,7 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.jaxutil import x64
 from support.lab.properties import (
     check_rounding,

@@ -54,7 +54,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.lab.data import lecture_split
 from support.lab.modes import N, binomial_ok, dropout_bn_model, zero_fraction

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.jaxutil import refusal, x64
 from support.machine import devices

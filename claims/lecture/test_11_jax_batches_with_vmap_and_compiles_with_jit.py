@@ -44,7 +44,7 @@ import pytest
 import torch
 from jax import lax
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.lab.jaxutil import x64
 from support.lab.train_torch import mlp

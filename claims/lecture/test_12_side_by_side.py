@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.jaxutil import assert_default_precision, x64_enabled
 from support.lab.modes import N, P, binomial_ok
 from support.lab.perturb import python_floats_become

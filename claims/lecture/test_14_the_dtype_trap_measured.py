@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.jaxutil import assert_default_precision, run_fresh_python, x64_enabled
 from support.lab.nested import D_IN, NestedNet, nested_model

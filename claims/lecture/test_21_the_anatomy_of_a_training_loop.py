@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.data import lecture_split
 from support.lab.nested import D_IN, depth, nested_model, param_groups

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.nondeterminism import distinct, index_add_outputs
 from support.machine import devices, timing

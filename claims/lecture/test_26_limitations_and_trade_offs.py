@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, stories, toy
 from support.lab.batched import split
 from support.lab.data import lecture_split

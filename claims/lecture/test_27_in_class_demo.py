@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.batched import SHORT_RUN_MPA, Spec, split, train_many
 from support.lab.train_torch import train

@@ -21,7 +21,7 @@ import jax
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.workloads import JIT_BUDGET_S, chain_input, op_chain
 from support.machine import timing
 

@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 from torch.utils.data import dataloader as loaders
 from torch.utils.data._utils import fetch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.machine import devices, timing
 

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.precision import (
     BF16,
     F16,

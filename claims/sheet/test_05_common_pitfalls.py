@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb, toy
 from support.lab.accumulation import (
     ACC_MODEL,

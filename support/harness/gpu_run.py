@@ -61,7 +61,7 @@ mid-run still leaves what was done:
 * ``summary.json``: the budget, the plan, each step's command, limit, exit code, wall time,
   verdict counts and whether it was stopped at its deadline, the device's fingerprint, the
   claims the benchmarks ran for (benchmarks inform claims and decide nothing), the files;
-* ``controls.json``: the controls steps' outcomes (:mod:`support.harness.controls`), with
+* ``controls.json``: the controls steps' outcomes (:mod:`support.rules.controls`), with
   each step's counts;
 * ``gpu_run.log``: the output of every step.
 
@@ -108,7 +108,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # the controls' rules only: it imports no framework (finding the controls does, in a child)
-from support.harness import controls
+from support.rules import controls
 from support.paths import ROOT
 
 # fifteen minutes on a borrowed machine: its start-up takes a few, the copy back one; nine
@@ -486,10 +486,11 @@ def judge_controls(report: str, out: str, wall: str, step: str, scope: str, *cho
     ``--controls`` session); with "process", the one process-scope control named (its own
     session). ``counts`` are those of every control ``out`` then holds, ``steps`` each step's
     own."""
+    from support.harness.claim_modules import discover
     from support.rules import registry as reg
     registry = reg.load_registry()
     data = json.loads(Path(report).read_text(encoding="utf-8"))
-    found = controls.discover()
+    found = discover()
     if scope == "process":
         picked, how = [found[chosen[0]]], "process"
     else:

@@ -323,8 +323,8 @@ def pytest_sessionfinish(session, exitstatus):
             and not config.getoption("--controls"):
         # the last negative-controls run beside this report: each holding claim is marked
         # controlled or not, with that run's commit (a control run is no claims report)
-        from support.harness import controls
-        controls.annotate(data, json.loads(previous.read_text()))
+        from support.rules.control_summary import annotate
+        annotate(data, json.loads(previous.read_text()))
     paths = report.write(data, out)
     config.stash[_summary_key] = (data, paths)
     if devices.REQUIRED and data["summary"].get("partial"):

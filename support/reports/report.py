@@ -11,6 +11,7 @@ from pathlib import Path
 from support.machine import devices, fingerprint
 from support.reports import kept as kept_runs, runs
 from support.rules import verdicts
+from support.rules.control_summary import NOT_RUN_THIS_TIME
 from support.rules.formatting import fmt as _fmt, md_cell as _md_cell
 
 SCHEMA = 2
@@ -377,7 +378,7 @@ CONTROLLED_VERDICTS = ("holds", "partial", "inconclusive")
 
 def control_text(e: dict) -> str:
     """ " · controlled (NAME)" / " · uncontrolled: why" for a claim that holds, from the
-    last controls run (support/harness/controls.py); a control that did not run in it is
+    last controls run (support/rules/control_summary.py); a control that did not run in it is
     shown by its last outcome and the run (commit, date) that produced it. "" where that
     does not apply."""
     c = e.get("control")
@@ -400,10 +401,6 @@ def control_text(e: dict) -> str:
     return f" · uncontrolled: {why}" + (f"; not run this time: {later}" if later else "")
 
 
-# the state of a claim none of whose controls ran in the controls run (left to a later
-# rotation, its device absent): judged by their last outcomes, shown with the run that
-# produced each (support/harness/controls.py)
-NOT_RUN_THIS_TIME = "not run this time"
 
 
 def earlier_text(earlier: dict) -> str:

@@ -101,7 +101,7 @@ class Claim:
     figures: dict = field(default_factory=dict)     # name -> [Figure, one per variant]
     requires: list = field(default_factory=list)
     fingerprint: str = ""      # of its sentence in the notes (support/notes/locate.py)
-    # why no negative control can make this claim's test fail (support/harness/controls.py)
+    # why no negative control can make this claim's test fail (support/rules/controls.py)
     control_reason: str = ""
     # why no perturbation can make this claim's false sentence true (no positive control)
     positive_reason: str = ""

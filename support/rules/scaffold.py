@@ -215,13 +215,13 @@ def _insert_entry(toml: Path, text: str, document: str, source: str) -> list[str
 def _insert_stub(module: Path, stub: str, later: list[str], header: str) -> None:
     if not module.exists():
         module.write_text(f'"""{header}"""\nimport pytest\n\n'
-                          "from support.harness.controls import control\n", encoding="utf-8")
+                          "from support.rules.controls import control\n", encoding="utf-8")
     text = module.read_text(encoding="utf-8")
     lines = text.split("\n")
     tree = ast.parse(text)
     need = [imp for imp, present in (
         ("import pytest", re.search(r"(?m)^import pytest$", text)),
-        ("from support.harness.controls import control",
+        ("from support.rules.controls import control",
          re.search(r"(?m)^from support\.harness\.controls import control$", text))) if not present]
     at = None
     for node in tree.body:

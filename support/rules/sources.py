@@ -114,7 +114,7 @@ def _does_nothing(fn) -> bool:
 
 def static_controls(root: Path = ROOT) -> list[StaticControl]:
     """Every negative, positive and level control under claims/, found by reading the source
-    (support/harness/controls.py registers them when a module is imported; this sees them
+    (support/rules/controls.py registers them when a module is imported; this sees them
     without importing torch or JAX)."""
     found = []
     for path in sorted((root / "claims").rglob("test_*.py")):

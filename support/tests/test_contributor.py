@@ -307,7 +307,7 @@ def _tiny(root: Path, entry: str = "", test: str = "") -> Path:
         'paraphrase = "q"\nkind = "h"\ntier = "fast"\nstatus = "not-testable"\n'
         'reason = "It is a matter of taste, which no test can decide."\n'))
     (root / "claims" / "lecture" / "test_01_s.py").write_text(
-        "import pytest\nfrom support.harness.controls import control\n\n\n"
+        "import pytest\nfrom support.rules.controls import control\n\n\n"
         + (test or '@pytest.mark.claim("AB-01")\ndef test_n(claim):\n    claim.check("n", 3)\n\n\n'
                    '@control("AB-01", what="three becomes four in the library")\n'
                    'def four(mp):\n    mp.setattr("math.pi", 4)\n'))

@@ -429,10 +429,11 @@ def test_every_process_control_of_the_gpu_tier_has_a_step():
     """A process-scope control of claims that only the GPU run decides (their tests need
     CUDA) never runs elsewhere: each has a step of its own, which names a control that
     exists, and the level control runs before the fixed cost's."""
-    from support.harness import controls
+    from support.harness.claim_modules import discover
+    from support.rules import controls
     from support.rules import registry as reg
     registry = reg.load_registry()
-    found = controls.discover()
+    found = discover()
     gpu_only = {n for n, c in found.items() if c.scope == "process"
                 and all(registry[cid].tier == "gpu" for cid in c.claims)}
     stepped = [s.control for s in gpu_run.CONTROL_STEPS if s.control]

@@ -337,11 +337,12 @@ print("ok")
 
 
 def test_every_control_names_registry_claims_and_says_what_it_perturbs(registry):
-    """Negative controls (support/harness/controls.py): importing every claim module
+    """Negative controls (support/rules/controls.py): importing every claim module
     registers them (two of one name refuse to load); each names claims of the registry and
     a perturbation in words, and a claim the registry excuses from controls says why."""
-    from support.harness import controls
-    found = controls.discover()
+    from support.harness.claim_modules import discover
+    from support.rules import controls
+    found = discover()
     assert found, "no negative control found under claims/"
     for c in found.values():
         assert set(c.claims) <= set(registry), f"{c.name}: unknown claims {c.claims}"
@@ -359,9 +360,10 @@ def test_every_testable_claim_has_a_control_or_says_why_not(registry):
     to turn red here). The rule is support/harness/contributor.py's, which check-claim applies
     to one claim from the sources; here the controls are the ones importing the modules
     registers."""
-    from support.harness import controls
+    from support.harness.claim_modules import discover
+    from support.rules import controls
     from support.harness.contributor import negative_gaps
-    found = list(controls.discover().values())
+    found = list(discover().values())
     exps = load_expectations(registry=registry)
     missing = [f"{cid}: {gap}" for cid, c in registry.items()
                for gap in negative_gaps(c, found, exps)]
@@ -377,10 +379,11 @@ def test_no_control_patches_the_suites_own_code():
     """A control changes the library (torch, JAX, optax, scikit-learn), the data or the
     environment, never this repository's code (claims/README.md): every control is run
     against a recording stand-in of its MonkeyPatch, and none may set or delete a module,
-    function or class of support/ or claims/ (support.harness.controls.suite_patches), but
+    function or class of support/ or claims/ (support.rules.controls.suite_patches), but
     those PATCHES_THE_SUITE lists with the issue that removes them."""
-    from support.harness import controls
-    patching = {name: p for name, c in controls.discover().items()
+    from support.harness.claim_modules import discover
+    from support.rules import controls
+    patching = {name: p for name, c in discover().items()
                 if (p := controls.suite_patches(c))}
     unknown = {name: p for name, p in patching.items() if name not in PATCHES_THE_SUITE}
     assert not unknown, "controls that patch this repository's code: " + "; ".join(
@@ -398,7 +401,8 @@ def test_the_suite_patch_lint_sees_a_patch_of_the_suite():
 
     import torch
 
-    from support.harness import controls
+    from support.harness.claim_modules import discover
+    from support.rules import controls
     from support.lab import experiments, nested, stories
     from support.lab.perturb import read_scaled, with_defaults
 
@@ -598,9 +602,10 @@ def test_every_known_fails_or_drift_has_a_positive_control(registry):
     known to fail or drift here has a positive control (expect="holds": a perturbation under
     which its sentence is true), or its entry says why none can exist (``positive_reason``).
     Entries keyed to other versions than the installed ones do not apply here."""
-    from support.harness import controls
+    from support.harness.claim_modules import discover
+    from support.rules import controls
     from support.harness.contributor import positive_gaps
-    found = list(controls.discover().values())
+    found = list(discover().values())
     exps = load_expectations(registry=registry)
     missing = [f"{cid}: {gap}" for cid, c in registry.items()
                for gap in positive_gaps(c, found, exps)]
