@@ -87,7 +87,7 @@ def one_torch_thread():
 
 @pytest.fixture
 def cuda():
-    """The CUDA device of a gpu-tier test (which carries ``@devices.needs("cuda")``, so it
+    """The CUDA device of a gpu-tier test (which carries ``@device_marks.needs("cuda")``, so it
     skips with the reason where there is none): torch seeded with 0 first, the work
     finished and the allocator's cached blocks released after, so every test's allocator
     readings start from the same state."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from support.harness.device_marks import variants
 from support.machine import devices
 from support.paths import CLAIMS, ROOT
 from support.rules.controls import CONTROLS, Control
@@ -42,7 +43,7 @@ def absent_here(c: Control) -> str | None:
              and not marked(fn, "bench")]
     reasons = set()
     for fn in tests:
-        for needed in devices.variants(fn):
+        for needed in variants(fn):
             ok, why = devices.check(needed)
             if ok:
                 return None

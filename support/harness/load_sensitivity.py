@@ -7,7 +7,7 @@ sessions,
 idle, with one and with two CPU-bound processes beside them (stability's spinners, at the
 suite's own priority), ``--runs`` times each, the loads in a new order every repetition so
 that a drift of the machine falls on all of them. From each session's report it reads every
-timing figure's value and the load its rounds measured (support.machine.timing.settle records
+timing figure's value and the load its rounds measured (support.harness.timed.settle records
 both), and writes ``support/resources/load_sensitivity.json`` (``--out``): per figure, the
 idle values, and at each load the loads measured and the values, with the factors
 ``down``/``up`` by which the loaded values moved from the idle median, each way

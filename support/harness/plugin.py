@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from support.harness import shutdown
+from support.harness import device_marks, shutdown
 from support.harness.recorder import ClaimRecorder, NotApplicable
 from support.harness.session import (CONTROL, CONTROL_PARAM, DATA_SOURCE, RECORD_KEY, STATE,
                                      ClaimsState, claim_ids, report_dir, state as _state,
                                      variant_id)
-from support.machine import devices, fingerprint
+from support.machine import fingerprint
 from support.rules import expectations
 from support.rules import registry as reg
 from support.rules import verdicts
@@ -266,7 +266,7 @@ def _attach(item, report, rec: ClaimRecorder, o: verdicts.Outcome, teardown=Fals
         "nodeid": item.nodeid, "ids": rec.ids, "variant": variant, "params": _params(item),
         "verdict": o.verdict, "reason": o.reason, "figures_decisive": list(o.figures),
         "expected": matched, "expectations_applied": applied,
-        "unexpected": problems, "devices": devices.item_devices(item),
+        "unexpected": problems, "devices": device_marks.item_devices(item),
         "role": "benchmark" if "benchmark" in getattr(item, "fixturenames", ()) else "test",
         "duration": getattr(report, "duration", 0.0),
         "tier": item.stash.get(_tier_key, "fast"), **rec.payload(),
@@ -327,7 +327,7 @@ def pytest_sessionfinish(session, exitstatus):
         annotate(data, json.loads(previous.read_text()))
     paths = report.write(data, out)
     config.stash[_summary_key] = (data, paths)
-    if devices.REQUIRED and data["summary"].get("partial"):
+    if device_marks.REQUIRED and data["summary"].get("partial"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

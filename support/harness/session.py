@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.machine import devices
+from support.harness import device_marks
 from support.rules import expectations
 from support.rules import registry as reg
 
@@ -86,7 +86,7 @@ def registry_of(config) -> dict:
 
 
 def claim_ids(item) -> list[str]:
-    return devices.mark_args(item, "claim")
+    return device_marks.mark_args(item, "claim")
 
 
 def is_timing(item) -> bool:

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from support.harness import claim_modules
+from support.harness import claim_modules, device_marks
 from support.rules import control_summary as summ
 from support.rules import controls as ctl
 from support.tests import tiny_registry
@@ -449,11 +449,11 @@ def test_a_process_control_whose_tests_all_need_an_absent_device_starts_no_sessi
         assert claim_modules.absent_here(dev) == devices.absent_reason("cuda")
     assert claim_modules.absent_here(cpu) is None
     import claims.lecture.test_24_devices_and_when_a_gpu_helps as tests
-    assert devices.variants(tests.test_moving_a_model_is_two_lines) == [["cpu"], ["cuda"],
+    assert device_marks.variants(tests.test_moving_a_model_is_two_lines) == [["cpu"], ["cuda"],
                                                                          ["mps"]]
-    assert devices.variants(tests.test_a_narrow_operation_loses_on_the_gpu) == [["cuda"]]
+    assert device_marks.variants(tests.test_a_narrow_operation_loses_on_the_gpu) == [["cuda"]]
     cpu_half = tests.test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu
-    assert devices.variants(cpu_half) == [[]]
+    assert device_marks.variants(cpu_half) == [[]]
 
 
 def test_the_report_names_a_claim_whose_controls_all_landed_far():

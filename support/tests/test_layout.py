@@ -29,6 +29,10 @@ PLUGINS = ("support.harness.plugin", "support.harness.device_options",
            "support.harness.timing_lock", "support.harness.schedule",
            "support.harness.control_options")
 FRAMEWORKS = ("torch", "jax", "jaxlib", "optax", "sklearn", "keras", "flax", "matplotlib")
+# the wings that know nothing of pytest: the machine, the rules, the lab, the reports and the
+# notes are read and run outside a test session too (the commands, a report read back)
+PYTEST_FREE = ("machine", "rules", "lab", "reports", "notes")
+PYTEST = ("pytest", "_pytest", "pytest_benchmark", "xdist")
 
 
 def _modules() -> dict[str, object]:
@@ -115,6 +119,23 @@ def test_imports_run_down_the_wings_never_up():
             if _rank(_wing(dep)) > _rank(_wing(name)):
                 up.append(f"{name} ({_wing(name)}) imports {dep} ({_wing(dep)})")
     assert not up, "imports that run back up:\n  " + "\n  ".join(sorted(up))
+
+
+def test_the_floors_below_the_harness_import_no_pytest():
+    """pytest, its plugins and the recorder are the harness's: a module of a lower wing that
+    imported them (a device's pytest mark, a timing figure checked on the ``claim`` fixture)
+    would tie the floor to the test session above it."""
+    found = sorted(f"{m} imports {dep}" for m in MODULES if _wing(m) in PYTEST_FREE
+                   for dep in _imports(m) if dep in PYTEST)
+    assert not found, "pytest below the harness:\n  " + "\n  ".join(found)
+
+
+def test_the_pytest_check_sees_an_import_of_pytest(tmp_path, monkeypatch):
+    # negative control of the test above: a machine module that marks a test
+    fake = tmp_path / "marks.py"
+    fake.write_text("def needs(*devs):\n    import pytest\n    return pytest.mark.needs(*devs)\n")
+    monkeypatch.setitem(MODULES, "support.machine.marks", fake)
+    assert "pytest" in _imports("support.machine.marks")
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
