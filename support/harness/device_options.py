@@ -8,8 +8,8 @@ fingerprint in pytest-benchmark's ``machine_info``.
   that silently skipped everything cannot pass.
 * ``--only-device cpu`` (or ``cuda``...) keeps only the device variants of that device (a JAX
   variant counts with the hardware it runs on: ``jax:cpu`` with ``cpu``, ``jax:gpu`` with
-  ``cuda``); tests that need no device are kept. :mod:`support.harness.gpu_run` uses it to write one
-  benchmark file per device.
+  ``cuda``); tests that need no device are kept. :mod:`support.commands.gpu_steps` uses it to
+  write one benchmark file per device.
 * With pytest-benchmark installed, ``machine_info`` gains ``devices`` (the fingerprint of
   every device present, :func:`support.machine.devices.fingerprint`), ``frameworks`` (versions) and
   ``only_device``; each benchmark test also puts its claim ID and device in ``extra_info``.

@@ -313,23 +313,3 @@ def lecture_split(fold: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(train indices, validation indices) of the lecture's fold ``fold``, file order."""
     folds = lecture_folds()
     return np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
-
-
-def arguments(command: str, parser) -> None:
-    if command == "fetch-data":
-        parser.add_argument("--url", default=UCI_ZIP_URL)
-    else:
-        parser.add_argument("path", nargs="?", help="a .xls/.csv or a folder (default: the cache)")
-
-
-def run(command: str, args) -> int:
-    try:
-        if command == "fetch-data":
-            print(f"cached and verified: {download(args.url)}")
-        else:
-            d = load_concrete(args.path)
-            print(f"{d.source}: {len(d)} rows, {len(set(d.mix_ids.tolist()))} mixes, fingerprint ok")
-    except DataError as exc:
-        print(f"error: {exc}")
-        return 1
-    return 0

@@ -1,6 +1,7 @@
 """The stated-vs-measured report: ``claims.json``, ``claims.md`` and the terminal summary.
 
-``python -m support show reports/claims.json`` prints a saved report again.
+``python -m support show reports/claims.json`` prints a saved report again
+(support/commands/show.py).
 """
 from __future__ import annotations
 
@@ -286,7 +287,8 @@ def write(data: dict, out: Path) -> list[Path]:
     return [j, m]
 
 
-def _known(e: dict) -> str:
+def known_tag(e: dict) -> str:
+    """' [known]' when the verdict is the one claims/expectations.toml expects."""
     return " [known]" if e["expected"] and e["expected"]["verdict"] == e["verdict"] else ""
 
 
@@ -313,7 +315,7 @@ def terminal(tr, data: dict, paths: list[Path], history: Path | None = None) -> 
     if bad:
         tr.write_line("")
     for e in bad:
-        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 400)}")
+        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{known_tag(e)} {clip(reason_text(e), 400)}")
     kept = kept_lines(data, evidence)
     if kept:
         tr.write_line("")
@@ -470,26 +472,3 @@ def notes_lines(n: dict) -> list[str]:
     out += [f"  {c['id']:<9} {c['status']:<8} {c['document']} {c['recorded']}"
             + (f" (now line {c['line']})" if c.get("line") else "") for c in n["changed"]]
     return out
-
-
-def arguments(command: str, parser) -> None:
-    parser.add_argument("path", type=Path, help="a claims.json (or its folder)")
-    parser.add_argument("--summary", action="store_true", help="only the verdict counts")
-
-
-def run(command: str, args) -> int:
-    path = args.path / "claims.json" if args.path.is_dir() else args.path
-    data = json.loads(path.read_text())
-    print(summary_line(data))
-    evidence = kept_runs.evidence(data)
-    for line in selection_lines(data, evidence)[:1 if args.summary else None]:
-        print(line)
-    if args.summary:
-        return 0
-    for e in not_holding(data):
-        print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 300)}")
-    for line in kept_lines(data, evidence):
-        print(line)
-    for line in timing_lines(data):
-        print(line)
-    return 0

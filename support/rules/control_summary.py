@@ -10,7 +10,9 @@ do as declared). The last outcomes come from this machine's **ledger** (:func:`r
 :func:`read_ledger`: a JSON file in the user cache, which every controls run folds its
 outcomes into). :func:`scale` says whether a claim whose sentence sets a threshold of its own
 was controlled at that threshold (a control landed a figure near its line), and
-:func:`annotate` marks a claims report with each claim's state.
+:func:`annotate` marks a claims report with each claim's state. :func:`negative_gaps` and
+:func:`positive_gaps` say what a claim lacks of its controls (the lints and ``check-claim``
+apply them).
 """
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ import json
 import os
 from pathlib import Path
 
+from support.rules import scaffold
 from support.rules.controls import AS_DECLARED, Control
+from support.rules.registry import version_mismatch
 
 # a claim none of whose controls ran in this run: judged by their last outcomes, never
 # uncontrolled for that
@@ -90,6 +94,49 @@ def summarise(controls: list[dict], registry: dict, baseline: dict | None,
             entry["verdict_without_control"] = verdicts[cid]
         out[cid] = entry
     return out
+
+
+# --------------------------------------------------------------------------- the gaps
+def known_red(cid: str, expectations) -> bool:
+    """Whether the claim is a known fails or drift in every variant with the installed
+    versions: nothing a negative control could turn red."""
+    return any(e.id == cid and e.verdict in ("fails", "drift") and not e.variant and e.applies("")
+               for e in expectations)
+
+
+def negative_gaps(claim, controls, expectations) -> list[str]:
+    """What the claim lacks of its negative control: one that names it and perturbs something,
+    or its entry's ``control_reason``, or a known fails or drift everywhere (nothing to turn
+    red). ``controls``: objects with ``name``, ``claims``, ``expect``, ``what`` (and ``empty``
+    where read from the source: support.rules.sources.static_controls)."""
+    mine = [c for c in controls if claim.id in c.claims]
+    out = [f"control {c.name} perturbs nothing yet (new-claim's stub): patch the library "
+           "so that the sentence is false" for c in mine if getattr(c, "empty", False)]
+    out += [f"control {c.name}: say in words what it perturbs (what=...)" for c in mine
+            if c.what == scaffold.STUB_WHAT or len(c.what.split()) < 4]
+    if claim.kind in tuple("abcdefg") and not any(c.expect == "red" for c in mine) \
+            and not claim.control_reason and not known_red(claim.id, expectations):
+        out.append("no negative control names it (@control(ID, what=...) beside its test), and "
+                   "its entry gives no control_reason")
+    if claim.control_reason and len(claim.control_reason.split()) < 6:
+        out.append("control_reason: say why in a sentence")
+    return out
+
+
+def positive_gaps(claim, controls, expectations) -> list[str]:
+    """What a claim known to fail or drift with the installed versions lacks: a positive
+    control (``expect="holds"``: a perturbation under which its sentence is true), or its
+    entry's ``positive_reason`` in a sentence or two."""
+    known = any(e.id == claim.id and e.verdict in ("fails", "drift")
+                and version_mismatch(e.versions) is None for e in expectations)
+    if not known or any(c.expect == "holds" and claim.id in c.claims for c in controls):
+        return []
+    if not claim.positive_reason:
+        return ["a known fails or drift with no positive control (expect=\"holds\") and no "
+                "positive_reason"]
+    if len(claim.positive_reason.split()) < 12:
+        return ["positive_reason: say why in a sentence or two"]
+    return []
 
 
 # --------------------------------------------------------------------------- the ledger

@@ -6,7 +6,7 @@ they cover; a file's entries follow the order of their sentences; a claim's test
 section's test module (or the one module its entry names, with why).
 
 :func:`plan` and :func:`write` put a new claim in its place (``python -m support new-claim``,
-in support/harness/contributor.py, pins it to its sentence between the two). The section is
+in support/commands/new_claim.py, pins it to its sentence between the two). The section is
 named by its file (``08_pytorch_records_a_tape``, ``lecture/08``, ``sheet/01_key_ideas_07``) or
 by its heading or part (``"PyTorch records a tape"``, ``Modes``). The ID is the one given, or
 the next free ID of the prefix most of the section's claims have (``--prefix`` for another); an ID the catalogue

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from support.harness import contributor
+from support.commands import claim_checks
 from support.notes import locate as notes
 from support.paths import ROOT
 from support.rules import registry as reg
@@ -315,9 +315,9 @@ def _tiny(root: Path, entry: str = "", test: str = "") -> Path:
 
 
 def _fails(root: Path, cid: str = "AB-01") -> dict[str, list[str]]:
-    found = contributor.check_claims([cid], root=root, catalogue=root / "none.md")[cid]
+    found = claim_checks.check_claims([cid], root=root, catalogue=root / "none.md")[cid]
     return {c: [f.text for f in found if f.check == c and f.status == "FAIL"]
-            for c in contributor.CHECKS}
+            for c in claim_checks.CHECKS}
 
 
 def test_check_claim_passes_a_claim_in_place(tmp_path):

@@ -153,7 +153,7 @@ def test_no_sentence_of_the_notes_is_in_the_notes_modules(texts):
     """The locator and its tests hold fingerprints, never sentences (the registry adds only
     24 hex digits per claim: test_every_registry_entry_has_a_fingerprint_and_no_text)."""
     mine = [*sorted((ROOT / "support" / "notes").glob("*.py")),
-            ROOT / "support" / "harness" / "contributor.py",
+            *sorted((ROOT / "support" / "commands").glob("*.py")),
             ROOT / "support" / "tests" / "test_notes.py",
             ROOT / "support" / "tests" / "test_contributor.py"]
     held = " ".join(" ".join(notes.words(p.read_text(encoding="utf-8"))) for p in mine)

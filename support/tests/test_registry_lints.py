@@ -357,12 +357,12 @@ def test_every_testable_claim_has_a_control_or_says_why_not(registry):
     """Issue "every claim proves it can fail": a claim the suite tests (kinds a to g) names
     a negative control, or its registry entry says why none is possible (``control_reason``),
     or it is a known fails or drift in every variant with the installed versions (nothing
-    to turn red here). The rule is support/harness/contributor.py's, which check-claim applies
+    to turn red here). The rule is support/rules/control_summary.py's, which check-claim applies
     to one claim from the sources; here the controls are the ones importing the modules
     registers."""
     from support.harness.claim_modules import discover
     from support.rules import controls
-    from support.harness.contributor import negative_gaps
+    from support.rules.control_summary import negative_gaps
     found = list(discover().values())
     exps = load_expectations(registry=registry)
     missing = [f"{cid}: {gap}" for cid, c in registry.items()
@@ -604,7 +604,7 @@ def test_every_known_fails_or_drift_has_a_positive_control(registry):
     Entries keyed to other versions than the installed ones do not apply here."""
     from support.harness.claim_modules import discover
     from support.rules import controls
-    from support.harness.contributor import positive_gaps
+    from support.rules.control_summary import positive_gaps
     found = list(discover().values())
     exps = load_expectations(registry=registry)
     missing = [f"{cid}: {gap}" for cid, c in registry.items()

@@ -238,7 +238,7 @@ def test_every_timing_figure_has_its_measured_load_sensitivity():
     """Each timed figure of a claim the default run decides on the CPU has its entry in
     support/resources/load_sensitivity.json, at each load the file measured: a busy
     machine widens it by what load did to it, not by another figure's worst case."""
-    from support.harness.load_sensitivity import timing_claims
+    from support.commands.load_sensitivity import timing_claims
     from support.machine import sensitivity
     from support.rules.registry import load_registry
     table = sensitivity.table(sensitivity.FILE)
