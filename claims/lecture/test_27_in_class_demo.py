@@ -25,7 +25,7 @@ from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.batched import SHORT_RUN_MPA, Spec, split, train_many
 from support.lab.train_torch import train
-from support.harness import device_marks, timed
+from support.harness import concrete_data, device_marks, timed
 from support.machine import timing
 
 
@@ -36,7 +36,7 @@ def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request,
 
     from support.lab import data as sdata
     # beside a named path, else in the cache, else the original that ships with the suite
-    xls = sdata.xls_path(request.config.getoption("--concrete-data"))
+    xls = sdata.xls_path(concrete_data.named_source(request.config))
     if xls is None:
         pytest.skip("no Concrete_Data.xls available (pass --concrete-data pointing at it)")
     import xlrd

@@ -2,6 +2,7 @@
 read (support/lab/data.py): its rows, its mixes and its fingerprint."""
 from __future__ import annotations
 
+from support.harness.concrete_data import named
 from support.lab.data import DataError, load_concrete
 
 
@@ -11,7 +12,7 @@ def arguments(parser) -> None:
 
 def run(args) -> int:
     try:
-        d = load_concrete(args.path)
+        d = load_concrete(named(args.path))
         print(f"{d.source}: {len(d)} rows, {len(set(d.mix_ids.tolist()))} mixes, fingerprint ok")
     except DataError as exc:
         print(f"error: {exc}")

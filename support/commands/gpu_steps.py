@@ -103,7 +103,10 @@ def _slug(text: str) -> str:
 
 
 def find_data(given: str | None) -> str | None:
-    named = given or os.environ.get("CONCRETE_DATA")
+    """The concrete data the steps are given: the path named (``--concrete-data``, else the
+    variable the suite's data plugin reads), else the cache's or the suite's own copy."""
+    from support.harness import concrete_data
+    named = concrete_data.named(given)
     if named:   # pytest stops with the reason if it holds no valid table
         return named
     import importlib.util

@@ -49,10 +49,6 @@ def pytest_addoption(parser):
                          "(default: the claims_tiers ini value, fast,slow,gpu)")
     group.addoption("--claim", action="append", default=[], metavar="ID",
                     help="run only the tests of this claim ID (repeatable)")
-    group.addoption("--concrete-data", default=None, metavar="PATH",
-                    help="the concrete data (.xls/.csv, or a folder holding one)")
-    group.addoption("--require-data", action="store_true",
-                    help="missing concrete data is an error, not a skip")
     group.addoption("--fresh", action="store_true",
                     help="recompute shared expensive results instead of reading the cache")
     group.addoption("--notes", action="append", default=[], metavar="PATH",

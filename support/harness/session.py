@@ -24,7 +24,7 @@ STATE = pytest.StashKey["ClaimsState"]()
 # set by support/harness/timing_lock.py, read by the scheduler
 LOCK_FOLDER = pytest.StashKey[str]()
 # where the run's concrete data comes from ({"source": named|cache|bundled, "file": ...}):
-# set by the suite's conftest, written into the report's environment
+# set by support/harness/concrete_data.py, written into the report's environment
 DATA_SOURCE = pytest.StashKey[dict]()
 # the negative control a test item runs under (support/harness/control_options.py)
 CONTROL = pytest.StashKey[str]()

@@ -2,10 +2,10 @@
 
 ``load_concrete(source=None)`` returns the 1,030 x 9 table in file order. Sources, in order:
 
-1. an explicit path (argument, the ``--concrete-data`` pytest option or the
-   ``CONCRETE_DATA`` environment variable): a ``.xls``, a ``.csv``, or a folder holding
-   ``Concrete_Data.xls`` / ``Concrete_Data.csv``. A path that was named must hold the
-   table: the test run stops with a usage error otherwise (``conftest.py``);
+1. an explicit path (the argument: in a test run, what ``--concrete-data`` or the
+   ``CONCRETE_DATA`` variable names, read by support/harness/concrete_data.py): a ``.xls``, a
+   ``.csv``, or a folder holding ``Concrete_Data.xls`` / ``Concrete_Data.csv``. A path that
+   was named must hold the table: the test run stops with a usage error otherwise;
 2. the user cache (``$LECTURE11_CACHE`` or ``~/.cache/lecture11-claims``);
 3. with ``download_missing=True`` only, the UCI archive zip, downloaded once into the cache;
 4. the copy that ships with the suite (``support/resources/Concrete_Data.csv``, with the
@@ -241,8 +241,6 @@ def resolve(source: str | os.PathLike | None = None) -> tuple[str, Path | None]:
     """Which source :func:`load_concrete` reads, without reading it: ``("named", path)``,
     ``("cache", path)``, ``("bundled", path)``, or ``("none", None)`` where even the copy that
     ships with the suite is missing."""
-    if source is None:
-        source = os.environ.get("CONCRETE_DATA") or None
     if source is not None:
         return "named", Path(source)
     cached = cache_dir() / ZIP_MEMBER
@@ -278,8 +276,6 @@ def describe_source(source: str | os.PathLike | None = None) -> dict:
 def xls_path(source: str | os.PathLike | None = None) -> Path | None:
     """The original ``Concrete_Data.xls`` (DS-13 reads its format): beside a named path,
     else in the cache, else the one that ships with the suite."""
-    if source is None:
-        source = os.environ.get("CONCRETE_DATA") or None
     candidates = []
     if source:
         p = Path(source)

@@ -32,9 +32,9 @@ from support.paths import ROOT, SUPPORT
 WINGS = ("machine", "rules", "lab", "reports", "notes", "harness", "commands")
 BASE = ("support", "support.paths")          # below every wing
 TOP = ("support.cli", "support.__main__")      # above every wing
-PLUGINS = ("support.harness.plugin", "support.harness.device_options",
-           "support.harness.timing_lock", "support.harness.schedule",
-           "support.harness.control_options")
+PLUGINS = ("support.harness.plugin", "support.harness.concrete_data",
+           "support.harness.device_options", "support.harness.timing_lock",
+           "support.harness.schedule", "support.harness.control_options")
 FRAMEWORKS = ("torch", "jax", "jaxlib", "optax", "sklearn", "keras", "flax", "matplotlib")
 # the modules that reach into claims/ without an import statement the graph could draw, and
 # how: only the harness (the pytest wiring) and the commands (the runners) may
@@ -175,6 +175,46 @@ def test_the_pytest_check_sees_an_import_of_pytest(tmp_path, monkeypatch):
     fake.write_text("def needs(*devs):\n    import pytest\n    return pytest.mark.needs(*devs)\n")
     monkeypatch.setitem(MODULES, "support.machine.marks", fake)
     assert "pytest" in _imports("support.machine.marks")
+
+
+# the one module that reads the concrete data's variable (the pytest plugin that declares
+# --concrete-data and hands the table to the fixtures and the report)
+DATA_VARIABLE, DATA_HOME = "CONCRETE_DATA", "support.harness.concrete_data"
+
+
+def _reads_variable(path, variable: str) -> bool:
+    """Whether a module reads the environment variable ``variable`` (``os.environ.get(...)``,
+    ``os.environ[...]``, ``os.getenv(...)``), by name, with no other module's help."""
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Call) and _callee(n) in ("get", "getenv") and n.args \
+                and isinstance(n.args[0], ast.Constant) and n.args[0].value == variable:
+            return True
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) \
+                and n.slice.value == variable:
+            return True
+    return False
+
+
+def test_only_the_data_plugin_reads_the_data_variable():
+    """One home for the concrete data's path: the plugin reads CONCRETE_DATA (by its name,
+    held in one constant), every other module asks it."""
+    readers = sorted(m for m, path in MODULES.items()
+                     if DATA_VARIABLE in path.read_text(encoding="utf-8")
+                     and _reads_variable(path, DATA_VARIABLE))
+    assert readers == [], f"modules that read {DATA_VARIABLE} themselves: {readers}"
+    home = MODULES[DATA_HOME].read_text(encoding="utf-8")
+    assert f'VARIABLE = "{DATA_VARIABLE}"' in home and "os.environ.get(VARIABLE)" in home
+
+
+def test_the_variable_check_sees_a_module_that_reads_it(tmp_path):
+    # negative control of the test above: the three ways a module reads a variable
+    for code in ('import os\nP = os.environ.get("CONCRETE_DATA")\n',
+                 'import os\nP = os.environ["CONCRETE_DATA"]\n',
+                 'import os\nP = os.getenv("CONCRETE_DATA") or None\n'):
+        (tmp_path / "m.py").write_text(code)
+        assert _reads_variable(tmp_path / "m.py", DATA_VARIABLE), code
+    (tmp_path / "m.py").write_text('HELP = "--concrete-data or CONCRETE_DATA"\n')
+    assert not _reads_variable(tmp_path / "m.py", DATA_VARIABLE)
 
 
 # a string that names claims' modules (``claims.``, ``claims.lecture.test_08...``), not one of
