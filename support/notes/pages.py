@@ -26,9 +26,11 @@ import json
 import re
 from pathlib import Path
 
-from support.notes import errata, locate as notes_mod, tex
+from support.notes import errata, locate as notes_mod, measured, tex
+from support.notes import patch as notes_patch
 from support.reports import kept as kept_runs, runs
-from support.reports.report import control_text, reason_text
+from support.reports.controlled import control_text
+from support.reports.report import reason_text
 from support.rules import verdicts
 from support.rules.expectations import load_expectations
 from support.rules.formatting import fmt
@@ -68,7 +70,7 @@ def _figures(report: dict, want: bool) -> tuple[dict, dict, str]:
 
 # --------------------------------------------------------------------------- one claim
 def _stated_table(c: dict) -> str:
-    rows = errata.stated_rows(c)
+    rows = measured.stated_rows(c)
     if not rows:
         return ""
     body = "".join(
@@ -126,7 +128,7 @@ def detail(c: dict, loc, figs: dict, fig_ids: list[str], corrs: list | None = No
         (f"<p class='control'><b>negative control:</b>{_e(control_text(c))}</p>"
          if control_text(c) else ""),
         f"<p><b>stated:</b> {_e(c.get('stated') or '-')} · <b>measured:</b> "
-        f"{_e(errata.measured_text(c, only_outside=False) or '-')}</p>",
+        f"{_e(measured.measured_text(c, only_outside=False) or '-')}</p>",
         "".join(_correction(corr) for corr in corrs or []),
         f"<p><b>tolerance:</b> {_e(c.get('tolerance') or '-')}</p>", _stated_table(c),
         f"<p><b>reason:</b> {_e(reason)}</p>" if reason else "",
@@ -387,7 +389,7 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
     files = {d: n.path.name if n.path else d for d, n in docs.items()}
     patched, problems = {}, []
     if patch:
-        for doc, (diff, trouble) in errata.patches(corrs, docs).items():
+        for doc, (diff, trouble) in notes_patch.patches(corrs, docs).items():
             problems += trouble
             if diff:
                 (out / f"{doc}.patch").write_text(diff, encoding="utf-8")

@@ -22,9 +22,10 @@ import json
 from pathlib import Path
 
 from support.reports import page
-from support.reports.report import control_text
-from support.reports.runs import (Run, _known, _sections, benchmark_rows, cell_value, coverage_gaps,
-                   default_inputs, differences, fingerprint_rows, load)
+from support.reports.benchmarks import benchmark_rows
+from support.reports.controlled import control_text
+from support.reports.runs import (Run, _known, _sections, cell_value, coverage_gaps,
+                                  default_inputs, differences, fingerprint_rows, load)
 
 
 def _bench_cells(g: dict) -> tuple:

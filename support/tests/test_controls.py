@@ -170,7 +170,7 @@ def test_a_control_left_to_a_later_rotation_is_judged_by_its_last_outcome(tmp_pa
     shows its last outcome on this machine and the run (commit, date) that produced it, and
     says "not run this time", never "uncontrolled"; "uncontrolled" is for a claim with no
     control, or whose last controls did not do as declared."""
-    from support.reports import report
+    from support.reports import controlled
     registry = {cid: type("C", (), {"kind": "c", "status": "testable", "control_reason": ""})()
                 for cid in ("XX-01", "XX-02", "XX-03", "XX-04")}
     ledger = tmp_path / "ledger.json"
@@ -190,7 +190,7 @@ def test_a_control_left_to_a_later_rotation_is_judged_by_its_last_outcome(tmp_pa
     assert one["not_run_this_time"]["a"] == {"outcome": "red", "commit": "3c3a40b0ffff",
                                              "date": "2026-12-01T10:00:00+00:00",
                                              "why": "left to a later rotation"}
-    text = report.control_text({"verdict": "holds", "control": one})
+    text = controlled.control_text({"verdict": "holds", "control": one})
     assert "not run this time" in text and "red at 3c3a40b0, 2026-12-01" in text
     assert "uncontrolled" not in text
     # the last run of a control survived: uncontrolled, whenever it ran
@@ -198,16 +198,16 @@ def test_a_control_left_to_a_later_rotation_is_judged_by_its_last_outcome(tmp_pa
     # a control never run here: not run this time, with nothing to show, not uncontrolled
     three = summary["XX-03"]
     assert three["state"] == "not run this time"
-    assert "no earlier outcome" in report.control_text({"verdict": "holds", "control": three})
+    assert "no earlier outcome" in controlled.control_text({"verdict": "holds", "control": three})
     # no control at all: uncontrolled
     assert summary["XX-04"]["state"] == "uncontrolled"
     # one control ran red now, another is remembered red: controlled, the other shown
     now = [{"name": "c", "results": {"XX-01": {"outcome": "red", "evidence": "e"}}}]
     both = summ.summarise(now, registry, None, {"XX-01": ["a", "c"]}, kept, left=("a",))
-    text = report.control_text({"verdict": "holds", "control": both["XX-01"]})
+    text = controlled.control_text({"verdict": "holds", "control": both["XX-01"]})
     assert both["XX-01"]["state"] == "controlled"
     assert text.startswith(" · controlled (c)") and "a: last red at 3c3a40b0" in text
-    lines = report.controls_lines({"controls": {"suite_commit": "9d00f1e", "wall_s": 1},
+    lines = controlled.controls_lines({"controls": {"suite_commit": "9d00f1e", "wall_s": 1},
                                    "claims": [{"id": k, "verdict": "holds", "control": v}
                                               for k, v in summary.items()]})
     assert any(line.strip().startswith("not run this time") and "XX-01" in line
@@ -457,15 +457,15 @@ def test_a_process_control_whose_tests_all_need_an_absent_device_starts_no_sessi
 
 
 def test_the_report_names_a_claim_whose_controls_all_landed_far():
-    from support.reports import report
+    from support.reports import controlled
     e = {"id": "XX-01", "verdict": "holds",
          "control": {"state": "controlled", "controls": ["a"], "scale": "far"}}
     run = {"controls": {"suite_commit": "abc", "wall_s": 1.0}, "claims": [e]}
-    assert "far past its line" in report.control_text(e)
-    assert any("XX-01" in line and "far past" in line for line in report.controls_lines(run))
+    assert "far past its line" in controlled.control_text(e)
+    assert any("XX-01" in line and "far past" in line for line in controlled.controls_lines(run))
     e["control"]["scale"] = "near"
-    assert "far" not in report.control_text(e)
-    assert not any("far past" in line for line in report.controls_lines(run))
+    assert "far" not in controlled.control_text(e)
+    assert not any("far past" in line for line in controlled.controls_lines(run))
 
 
 def test_the_scale_summary_leaves_out_claims_that_fail_without_a_control():

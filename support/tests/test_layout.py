@@ -9,6 +9,8 @@ every path the code can take, not only for what one run imported:
 * a wing imports only the wings below it (:data:`WINGS`, bottom first) and never one above;
 * no circle of imports between modules, across wings or inside one;
 * no wing below the harness imports pytest;
+* no module is over :data:`MOST_LINES` lines, and only the data plugin reads
+  ``CONCRETE_DATA``;
 * the modules that reach into claims/ where no import statement shows it (importing its test
   modules by path, starting pytest sessions over it) are the ones :data:`REACHES_INTO_CLAIMS`
   names, each in a wing where that is expected;
@@ -139,6 +141,29 @@ def test_every_command_has_its_module_in_the_commands_wing():
     assert not misplaced, f"commands whose module is not in support/commands/: {misplaced}"
     shared = {m for m in commands.values() if list(commands.values()).count(m) > 1}
     assert not shared, f"modules that hold more than one command: {shared}"
+
+
+# one job per module: past this many lines a module holds two (split it along a job, not a
+# line count)
+MOST_LINES = 450
+
+
+def _too_long(modules: dict, most: int = MOST_LINES) -> dict[str, int]:
+    sizes = {m: len(path.read_text(encoding="utf-8").splitlines()) for m, path in modules.items()}
+    return {m: n for m, n in sizes.items() if n > most}
+
+
+def test_no_module_is_over_the_line_limit():
+    long = _too_long(MODULES)
+    assert not long, f"modules over {MOST_LINES} lines (split each along a job): {long}"
+
+
+def test_the_line_limit_sees_a_long_module(tmp_path):
+    # negative control of the test above
+    (tmp_path / "long.py").write_text("x = 1\n" * (MOST_LINES + 1))
+    (tmp_path / "short.py").write_text("x = 1\n" * MOST_LINES)
+    got = _too_long({"long": tmp_path / "long.py", "short": tmp_path / "short.py"})
+    assert got == {"long": MOST_LINES + 1}
 
 
 def test_each_wing_says_what_it_holds_and_re_exports_nothing():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.notes import errata, locate as notes, pages
+from support.notes import errata, locate as notes, measured, pages
 from support.reports.report import plain
 from support.rules import verdicts
 from support.rules.registry import load_registry
@@ -98,15 +98,15 @@ def test_a_markdown_table_is_read_cell_by_cell():
 def test_measured_figures_show_how_they_differ_from_the_printed_one():
     """Rounded to the notes' precision, 3.498 would read 3 against a printed 4 (or 4, as if
     it held): the errata show one decimal more than printed, three digits at least."""
-    assert errata.shown(3.4982, 4) == "3.50"
-    assert errata.shown(419.6, "478") == "419.6"
-    assert errata.shown(0.5274, "0.8") == "0.527"
-    assert errata.shown(5.4036, 5) == "5.40"
-    assert errata.shown(0.04369, 0) == "0.0437"
-    assert errata.shown(9.98e-07, "1.25e-7") == "9.98e-07"
-    assert errata.shown(41.333333333333336) == "41.33" and errata.shown(30.0) == "30"
-    assert errata.shown(16.704453, None, 5) != errata.shown(16.6981, None, 5)
-    assert errata.shown(63, 206) == "63" and errata.shown(True, True) == "True"
+    assert measured.shown(3.4982, 4) == "3.50"
+    assert measured.shown(419.6, "478") == "419.6"
+    assert measured.shown(0.5274, "0.8") == "0.527"
+    assert measured.shown(5.4036, 5) == "5.40"
+    assert measured.shown(0.04369, 0) == "0.0437"
+    assert measured.shown(9.98e-07, "1.25e-7") == "9.98e-07"
+    assert measured.shown(41.333333333333336) == "41.33" and measured.shown(30.0) == "30"
+    assert measured.shown(16.704453, None, 5) != measured.shown(16.6981, None, 5)
+    assert measured.shown(63, 206) == "63" and measured.shown(True, True) == "True"
 
 
 def test_a_failure_message_loses_pytests_introspection():
