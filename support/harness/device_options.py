@@ -46,8 +46,9 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_device(*devices): the test runs on these devices "
                                        "(skipped with the reason when absent)")
-    # the device sets are module state read by support.devices; a nested in-process session
-    # (pytester) sets its own, so keep this session's and put them back at unconfigure
+    # the device sets are module state read by support.harness.device_marks; a nested
+    # in-process session (pytester) sets its own, so keep this session's and put them back at
+    # unconfigure
     config.stash[_saved_key] = (set(device_marks.REQUIRED), set(device_marks.ONLY))
     device_marks.REQUIRED.clear()
     device_marks.REQUIRED.update(_split(config.getoption("--require-device")))

@@ -47,7 +47,7 @@ FOLDS_FILE = RESOURCES / "lecture_folds.txt"
 # the full-precision table as it ships with the suite (the last source: see above)
 BUNDLED = RESOURCES / "Concrete_Data.csv"
 BUNDLED_XLS = RESOURCES / "Concrete_Data.xls"
-# what this module reads besides its code (support.cache keys results on it)
+# what this module reads besides its code (support.lab.cache keys results on it)
 READS = ["resources/lecture_folds.txt"]
 FOLDS_SHA256_PREFIX = "a691ce7b3cb68810"
 HOW_TO_GET = (

@@ -148,7 +148,7 @@ class Expectation:
         return [m] if isinstance(m, str) and m else list(m or [])
 
     def matches(self, outcome) -> bool:
-        """Whether ``outcome`` (a support.verdicts.Outcome of this verdict) is the failure
+        """Whether ``outcome`` (a support.rules.verdicts.Outcome of this verdict) is the failure
         this entry names."""
         if outcome.verdict != self.verdict:
             return False
