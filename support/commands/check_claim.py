@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from support.commands.claim_checks import CHECKS, check_claims, notes_docs
-from support.rules import registry as reg
+from support.rules import entries as reg
 
 
 def arguments(parser) -> None:
@@ -22,8 +22,8 @@ def arguments(parser) -> None:
 def run(args) -> int:
     start = time.perf_counter()
     try:
-        registry = reg.load_registry()
-    except reg.RegistryError as exc:
+        registry = reg.load_entries()
+    except reg.EntryError as exc:
         print(f"entry  FAIL  {exc}")
         return 1
     docs, why = notes_docs(args.notes, registry)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from support.notes import locate, pin
 from support.paths import ROOT
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import scaffold, sources
 from support.rules.control_summary import known_red, negative_gaps, positive_gaps
 from support.rules.expectations import load_expectations
@@ -103,7 +103,7 @@ def check_entry(claim, registry, markers, checks, expectations, listed, root) ->
 def check_order(claim, root) -> list[Finding]:
     path = root / claim.file
     bad = [b for b in [scaffold.entries_out_of_order(path)] if b]
-    bad += scaffold.sections_out_of_order([p for p in reg.registry_files(root / "claims")
+    bad += scaffold.sections_out_of_order([p for p in reg.section_files(root / "claims")
                                            if p.parent == path.parent])
     if bad:
         return [Finding("order", "FAIL", f"out of order: {b}") for b in bad]
@@ -157,9 +157,9 @@ def check_control(claim, controls, expectations) -> list[Finding]:
 
 def check_claims(ids, docs=None, why_no_notes: str = "", root: Path = ROOT,
                  catalogue: Path = scaffold.CATALOGUE) -> dict[str, list[Finding]]:
-    """{id: findings} for the claims ``ids`` of the checkout at ``root`` (RegistryError where
+    """{id: findings} for the claims ``ids`` of the checkout at ``root`` (EntryError where
     the section files do not load; KeyError naming an ID they lack)."""
-    registry = reg.load_registry(root / "claims")
+    registry = reg.load_entries(root / "claims")
     missing = [cid for cid in ids if cid not in registry]
     if missing:
         raise KeyError(", ".join(missing))

@@ -11,7 +11,7 @@ from pathlib import Path
 from support.commands.control_runner import run_controls
 from support.paths import REPORTS
 from support.reports import report
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules.control_summary import SCALED_KINDS, annotate
 from support.rules.controls import AS_DECLARED, as_declared
 
@@ -34,7 +34,7 @@ def arguments(parser) -> None:
 
 
 def run(args) -> int:
-    registry = reg.load_registry()
+    registry = reg.load_entries()
     bad = [c for c in args.claim if c not in registry]
     if bad:
         print(f"controls: unknown claim(s) {', '.join(bad)}")

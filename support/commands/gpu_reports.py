@@ -101,8 +101,8 @@ def judge_controls(report: str, out: str, wall: str, step: str, scope: str, *cho
     session). ``counts`` are those of every control ``out`` then holds, ``steps`` each step's
     own."""
     from support.harness.claim_modules import discover
-    from support.rules import registry as reg
-    registry = reg.load_registry()
+    from support.rules import entries as reg
+    registry = reg.load_entries()
     data = json.loads(Path(report).read_text(encoding="utf-8"))
     found = discover()
     if scope == "process":

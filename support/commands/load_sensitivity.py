@@ -30,7 +30,7 @@ from pathlib import Path
 from support.commands.suite_runs import NoReport, session_at_load
 from support.machine import environment, sensitivity
 from support.paths import REPORTS
-from support.rules.registry import load_registry
+from support.rules.entries import load_entries
 
 LOADS = (0, 1, 2)
 
@@ -57,7 +57,7 @@ def timing_claims(registry: dict) -> list[str]:
 
 
 def run(args) -> int:
-    registry = load_registry()
+    registry = load_entries()
     ids = args.claim or timing_claims(registry)
     unknown = [c for c in ids if c not in registry]
     if unknown:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support.notes.locate import STATUSES, locate_all
 from support.notes.pin import notes_given
-from support.rules.registry import load_registry
+from support.rules.entries import load_entries
 
 NOTES_HELP = ("a notes file, plain text or Markdown (repeat; lecture=PATH names it; default: "
               "../shared/notes beside the checkout)")
@@ -25,7 +25,7 @@ def notes_or_none(command: str, args) -> list | None:
 
 
 def run(args) -> int:
-    registry = load_registry()
+    registry = load_entries()
     paths = notes_or_none("locate", args)
     if paths is None:
         return 2

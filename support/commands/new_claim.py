@@ -13,7 +13,7 @@ from __future__ import annotations
 from support.commands.claim_checks import notes_docs
 from support.notes import pin
 from support.paths import ROOT
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import scaffold
 
 
@@ -40,11 +40,11 @@ def run(args) -> int:
     try:
         planned = scaffold.plan(args.section, args.source, args.paraphrase, args.id,
                                 args.prefix, args.kind, args.tier)
-    except (scaffold.ScaffoldError, reg.RegistryError) as exc:
+    except (scaffold.ScaffoldError, reg.EntryError) as exc:
         print(f"new-claim: {exc}")
         return 2
     cid = planned["id"]
-    docs, why = notes_docs(args.notes, reg.load_registry())
+    docs, why = notes_docs(args.notes, reg.load_entries())
     fp, said = "", f"not pinned: {why}; then python -m support pin --claim {cid} --write"
     if docs is not None:
         claim = reg.Claim(id=cid, document=planned["document"], section="",
@@ -58,7 +58,7 @@ def run(args) -> int:
         said = f"line {line}: {text}\n               fingerprint {fp}"
     try:
         toml, module, name = scaffold.write(planned, fp, args.test_name)
-    except (scaffold.ScaffoldError, reg.RegistryError) as exc:
+    except (scaffold.ScaffoldError, reg.EntryError) as exc:
         print(f"new-claim: {exc}")
         return 2
     how = "given" if args.id else f"the next free {cid.split('-')[0]} ID"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from support.commands import locate
 from support.notes.locate import locate as where, read_all
 from support.notes.pin import idf, pin, sentence_of, write_fingerprints
-from support.rules.registry import REGISTRY_DIR, load_registry
+from support.rules.entries import ENTRIES_DIR, load_entries
 
 
 def arguments(parser) -> None:
@@ -18,7 +18,7 @@ def arguments(parser) -> None:
 
 
 def run(args) -> int:
-    registry = load_registry()
+    registry = load_entries()
     paths = locate.notes_or_none("pin", args)
     if paths is None:
         return 2
@@ -44,8 +44,8 @@ def run(args) -> int:
             print(f"  {'':<9} (the sentence its entry holds is still on its lines; "
                   "--write would pin it to this one instead)")
     if args.write:
-        print(f"{write_fingerprints(REGISTRY_DIR, moved)} fingerprints written in the "
-              f"section files under {REGISTRY_DIR}")
+        print(f"{write_fingerprints(ENTRIES_DIR, moved)} fingerprints written in the "
+              f"section files under {ENTRIES_DIR}")
     elif moved:
         print("(--write writes them; --claim ID --write writes one claim's alone)")
     return 1 if unpinned and args.claim else 0

@@ -31,7 +31,7 @@ from support.harness.session import (CONTROL, CONTROL_PARAM, DATA_SOURCE, RECORD
                                      variant_id)
 from support.machine import fingerprint
 from support.rules import expectations
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import verdicts
 
 _recorder_key = pytest.StashKey[ClaimRecorder]()
@@ -56,7 +56,7 @@ def pytest_addoption(parser):
                          "lists the claims whose sentence changed or vanished there "
                          "(default: ../shared/notes beside the checkout, where present)")
     parser.addini("claims_tiers", "tiers run by default", default="fast,slow,gpu")
-    parser.addini("claims_registry", "the claims folder whose lecture/ and sheet/ hold the "
+    parser.addini("claims_folder", "the claims folder whose lecture/ and sheet/ hold the "
                   "section files (default: claims)", default="")
     parser.addini("claims_expectations", "the expectations file (default: claims/expectations.toml)",
                   default="")
@@ -74,7 +74,7 @@ def pytest_configure(config):
         raise pytest.UsageError(f"--notes: no such file: {', '.join(missing)}")
     try:
         state = ClaimsState(config)
-    except reg.RegistryError as exc:
+    except reg.EntryError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
     config.pluginmanager.register(state, f"claims-state-{id(config)}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules.verdicts import BrokenBound
 
 

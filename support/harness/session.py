@@ -16,7 +16,7 @@ import pytest
 
 from support.harness import device_marks
 from support.rules import expectations
-from support.rules import registry as reg
+from support.rules import entries as reg
 
 RECORD_KEY = "claim_record"
 STATE = pytest.StashKey["ClaimsState"]()
@@ -49,9 +49,9 @@ class ClaimsState:
     def __init__(self, config):
         self.config = config
         root = Path(config.rootpath)
-        reg_dir = config.getini("claims_registry")
+        reg_dir = config.getini("claims_folder")
         exp_file = config.getini("claims_expectations")
-        self.registry = reg.load_registry(root / reg_dir if reg_dir else reg.REGISTRY_DIR)
+        self.registry = reg.load_entries(root / reg_dir if reg_dir else reg.ENTRIES_DIR)
         self.expectations = expectations.load_expectations(
             root / exp_file if exp_file else expectations.EXPECTATIONS, registry=self.registry)
         self.records: list[dict] = []

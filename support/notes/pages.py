@@ -350,8 +350,8 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
     """Write ``<document>.html`` per notes file, ``errata.md``, ``notes.json`` and, with
     ``patch``, ``<document>.patch`` (the corrections as a unified diff of its file) into
     ``out``. ``history``: where kept runs are (default claims/history)."""
-    from support.rules.registry import load_registry
-    registry = registry if registry is not None else load_registry()
+    from support.rules.entries import load_entries
+    registry = registry if registry is not None else load_entries()
     expectations = expectations if expectations is not None else load_expectations()
     docs = notes_mod.read_all(registry, paths)
     locs = {loc.id: loc for loc in notes_mod.locate_docs(registry, docs)}

@@ -99,8 +99,8 @@ def write_fingerprints(directory: Path, fps: dict[str, str]) -> int:
     """Insert (or replace) ``fingerprint = "..."`` after each entry's ``source`` line in the
     registry files under ``directory``; returns how many entries were written."""
     written = 0
-    from support.rules.registry import registry_files
-    for path in registry_files(Path(directory)):
+    from support.rules.entries import section_files
+    for path in section_files(Path(directory)):
         lines = path.read_text(encoding="utf-8").split("\n")
         out, cid = [], None
         for line in lines:

@@ -1,4 +1,4 @@
-"""The rules each claim is judged by: ``registry`` (the claims as their section files state
+"""The rules each claim is judged by: ``entries`` (the claims as their section files state
 them beside the tests: figures, bounds, requirements), ``expectations`` (known verdicts),
 ``verdicts`` (the vocabulary and its rules), ``tolerances`` (the one table, bands and bounds),
 ``error_models`` (rounding bounds of properties), ``controls`` (what a negative, positive or

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from support.rules import scaffold
 from support.rules.controls import AS_DECLARED, Control
-from support.rules.registry import version_mismatch
+from support.rules.entries import version_mismatch
 
 # a claim none of whose controls ran in this run: judged by their last outcomes, never
 # uncontrolled for that

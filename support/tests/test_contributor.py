@@ -36,7 +36,7 @@ import pytest
 from support.commands import claim_checks
 from support.notes import locate as notes
 from support.paths import ROOT
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import scaffold
 from support.tests.test_notes import NEEDS_NOTES
 
@@ -190,7 +190,7 @@ def test_a_new_sentence_takes_the_contributors_path(tmp_path):
     line = int(re.search(r"--source L:(\d+)", command).group(1))
     lecture = _notes_with(sentence, line, tmp_path / "lecture.txt")
     notes_arg = ["--notes", f"lecture={lecture}"]
-    registry = reg.load_registry()
+    registry = reg.load_entries()
     expected = scaffold.next_id("TAPE", set(registry))
     before = {p: p.read_bytes() for p in (copy / "claims").rglob("*") if p.is_file()}
 

@@ -112,7 +112,7 @@ def suite(pytester, monkeypatch):
     (pytester.path / "expect.toml").write_text("")
     pytester.makeini(textwrap.dedent("""
         [pytest]
-        claims_registry = reg
+        claims_folder = reg
         claims_expectations = expect.toml
         addopts = -p support.harness.plugin -p support.harness.control_options -p no:cacheprovider
     """))

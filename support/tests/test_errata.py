@@ -24,7 +24,7 @@ from support.notes import errata, locate as notes, pages
 from support.notes import patch as notes_patch
 from support.reports import kept as kept_runs, report as report_mod
 from support.rules.expectations import Erratum, Expectation, Span, load_expectations
-from support.rules.registry import RegistryError
+from support.rules.entries import EntryError
 from support.tests.test_html_report import _browser, _render
 from support.tests.test_notes import FILES, NOTES, _report, _variant, notes_or_skip
 
@@ -33,8 +33,8 @@ MAX_CELL = 400          # "no cell longer than a few sentences"
 
 @pytest.fixture(scope="module")
 def registry():
-    from support.rules.registry import load_registry
-    return load_registry()
+    from support.rules.entries import load_entries
+    return load_entries()
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_an_erratum_quotes_one_span_or_several(registry, tmp_path):
     ('erratum = { spans = [{ quote = "a", correction = "b" }] }', "the erratum needs finding"),
 ])
 def test_a_malformed_span_is_refused(registry, tmp_path, erratum, message):
-    with pytest.raises(RegistryError, match=message):
+    with pytest.raises(EntryError, match=message):
         _load(tmp_path, registry, erratum)
 
 

@@ -431,8 +431,8 @@ def test_every_process_control_of_the_gpu_tier_has_a_step():
     exists, and the level control runs before the fixed cost's."""
     from support.harness.claim_modules import discover
     from support.rules import controls
-    from support.rules import registry as reg
-    registry = reg.load_registry()
+    from support.rules import entries as reg
+    registry = reg.load_entries()
     found = discover()
     gpu_only = {n for n, c in found.items() if c.scope == "process"
                 and all(registry[cid].tier == "gpu" for cid in c.claims)}

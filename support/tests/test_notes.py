@@ -20,7 +20,7 @@ import pytest
 from support.notes import errata, locate as notes, measured, pages
 from support.reports.report import plain
 from support.rules import verdicts
-from support.rules.registry import load_registry
+from support.rules.entries import load_entries
 from support.tests.test_html_report import HAS_MPL, _browser, _render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def notes_or_skip() -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def registry():
-    return load_registry()
+    return load_entries()
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +303,7 @@ def test_a_file_is_recognised_by_its_sentences(registry, texts, tmp_path):
 def _env() -> dict:
     """This environment's versions, as a report records them (the known verdicts that apply
     here are keyed by them)."""
-    from support.rules.registry import PACKAGES, installed_version
+    from support.rules.entries import PACKAGES, installed_version
     versions = {p: str(installed_version(p)) for p in PACKAGES if installed_version(p)}
     return {"python": "3.11", "cpu": "test cpu", "versions": versions,
             "devices": [{"device": "cpu", "type": "cpu", "name": "test cpu"}]}

@@ -84,7 +84,7 @@ def suite(pytester, monkeypatch):
     tiny_registry.write(pytester.path / "reg", REGISTRY)
     pytester.makeini(textwrap.dedent("""
         [pytest]
-        claims_registry = reg
+        claims_folder = reg
         claims_expectations = expect.toml
         addopts = -p support.harness.plugin -p support.harness.schedule -p no:cacheprovider
     """))

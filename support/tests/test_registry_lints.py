@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import sources
 from support.rules.expectations import load_expectations, uncorrected
 from support.rules.scaffold import CATALOGUE, SUITE_ADDED, catalogue_ids
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def registry():
-    return reg.load_registry()
+    return reg.load_entries()
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +116,8 @@ def test_a_bad_registry_entry_is_refused(tmp_path, field, value, message):
              "tier": '"fast"'}
     entry[field] = value
     _section(tmp_path, HEADER + "[[claim]]\n" + "\n".join(f"{k} = {v}" for k, v in entry.items()))
-    with pytest.raises(reg.RegistryError, match=message):
-        reg.load_registry(tmp_path)
+    with pytest.raises(reg.EntryError, match=message):
+        reg.load_entries(tmp_path)
 
 
 _ONE = '[[claim]]\nid = "AB-01"\nsource = "L:1"\nparaphrase = "p"\nkind = "a"\ntier = "fast"\n'
@@ -126,8 +126,8 @@ _ONE = '[[claim]]\nid = "AB-01"\nsource = "L:1"\nparaphrase = "p"\nkind = "a"\nt
 def test_a_duplicate_id_is_refused(tmp_path):
     _section(tmp_path, HEADER + _ONE)
     _section(tmp_path, HEADER + _ONE, "02_t.toml")
-    with pytest.raises(reg.RegistryError, match="duplicate id"):
-        reg.load_registry(tmp_path)
+    with pytest.raises(reg.EntryError, match="duplicate id"):
+        reg.load_entries(tmp_path)
 
 
 @pytest.mark.parametrize("text,message", [
@@ -147,15 +147,15 @@ def test_a_duplicate_id_is_refused(tmp_path):
 ])
 def test_a_bad_section_file_is_refused(tmp_path, text, message):
     _section(tmp_path, text)
-    with pytest.raises(reg.RegistryError, match=message):
-        reg.load_registry(tmp_path)
+    with pytest.raises(reg.EntryError, match=message):
+        reg.load_entries(tmp_path)
 
 
 def test_a_meaning_reads_its_thresholds_from_the_figures(tmp_path):
     _section(tmp_path, HEADER + _ONE + 'meaning = "holds when r is {bound:r}, drift outside '
              '{band:r} of {stated:r}; +- {reach:mpa:mean of 5}"\nfigures = [{ name = "r", '
              'stated = 2.0, tol = "timing:ratio", bound = ["> 1", "< 6"] }]\n')
-    c = reg.load_registry(tmp_path)["AB-01"]
+    c = reg.load_entries(tmp_path)["AB-01"]
     assert c.reading == "holds when r is > 1 and < 6, drift outside [1, 4] of 2.0; +- +- 0.11"
 
 
@@ -242,7 +242,7 @@ _FAILS = ('[[expect]]\nid = "TAPE-07"\nverdict = "fails"\nmeasurement = "ratio"\
 def test_an_expectation_without_a_good_correction_is_refused(registry, tmp_path, erratum,
                                                              message):
     (tmp_path / "e.toml").write_text(_FAILS + erratum + "\n")
-    with pytest.raises(reg.RegistryError, match=message):
+    with pytest.raises(reg.EntryError, match=message):
         load_expectations(tmp_path / "e.toml", registry)
 
 
@@ -255,7 +255,7 @@ def test_a_correction_is_shared_by_the_entries_of_one_claim_and_only_for_fails_o
     (tmp_path / "e.toml").write_text(_FAILS + ok + _FAILS.replace('"fails"', '"drift"'))
     assert uncorrected(load_expectations(tmp_path / "e.toml", registry)) == []
     (tmp_path / "e.toml").write_text(_FAILS.replace('"fails"', '"error"') + ok)
-    with pytest.raises(reg.RegistryError, match="verdict must be one of fails, drift"):
+    with pytest.raises(reg.EntryError, match="verdict must be one of fails, drift"):
         load_expectations(tmp_path / "e.toml", registry)
 
 
@@ -266,7 +266,7 @@ def test_a_correction_is_shared_by_the_entries_of_one_claim_and_only_for_fails_o
 ])
 def test_a_known_failure_names_its_figure(registry, tmp_path, entry, message):
     (tmp_path / "e.toml").write_text(_FAILS.replace('measurement = "ratio"\n', entry))
-    with pytest.raises(reg.RegistryError, match=message):
+    with pytest.raises(reg.EntryError, match=message):
         load_expectations(tmp_path / "e.toml", registry)
 
 
@@ -471,7 +471,7 @@ def test_the_threshold_lint_sees_a_restated_bound(tmp_path):
     _section(tmp_path, HEADER + _ONE + 'meaning = "holds when the ratio is in [2.5, 3.5]; '
              'drift above 4"\nfigures = [{ name = "r", stated = 3, tol = "printed", '
              'bound = "< 4" }]\n')
-    found = restated_thresholds(reg.load_registry(tmp_path)["AB-01"])
+    found = restated_thresholds(reg.load_entries(tmp_path)["AB-01"])
     assert len(found) == 2 and "[2.5, 3.5]" in found[0] and "above 4" in found[1]
 
 
@@ -511,7 +511,7 @@ def restated_bounds(root: Path = ROOT, registry=None) -> list[str]:
     rule is the registry's (claim.check decides it; a stated figure that is the sentence
     itself says so with fails_outside), the literal a second copy that can drift from it."""
     import ast
-    registry = registry or reg.load_registry()
+    registry = registry or reg.load_entries()
     out = []
     for path in sorted((root / "claims").rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -559,7 +559,7 @@ def test_the_restated_bound_lint_sees_one(tmp_path):
     (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
         'import pytest\n\n\n@pytest.mark.claim("AB-01")\ndef test_r(claim):\n'
         '    r = 2.4\n    claim.check("r", r)\n    assert r >= 3, "several times"\n')
-    found = restated_bounds(tmp_path, reg.load_registry(tmp_path / "claims"))
+    found = restated_bounds(tmp_path, reg.load_entries(tmp_path / "claims"))
     assert found == ["claims/lecture/test_01_s.py:8 (test_r): AB-01 'r' >= 3"]
 
 
@@ -571,7 +571,7 @@ def test_the_restated_bound_lint_sees_an_exact_stated_figure(tmp_path):
     (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
         'import pytest\n\n\n@pytest.mark.claim("AB-01")\ndef test_r(claim):\n'
         '    n = len(range(428))\n    claim.check("mixes", n)\n    assert n == 428 and n > 0\n')
-    found = restated_bounds(tmp_path, reg.load_registry(tmp_path / "claims"))
+    found = restated_bounds(tmp_path, reg.load_entries(tmp_path / "claims"))
     assert found == ["claims/lecture/test_01_s.py:8 (test_r): AB-01 'mixes' stated 428 "
                      "(mark it fails_outside instead)"]
 

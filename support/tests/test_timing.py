@@ -3,7 +3,7 @@ settling and interleaving, on synthetic trials."""
 import numpy as np
 import pytest
 
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.harness import timed
 from support.machine import estimates, timing
 from support.harness.recorder import ClaimRecorder
@@ -240,11 +240,11 @@ def test_every_timing_figure_has_its_measured_load_sensitivity():
     machine widens it by what load did to it, not by another figure's worst case."""
     from support.commands.load_sensitivity import timing_claims
     from support.machine import sensitivity
-    from support.rules.registry import load_registry
+    from support.rules.entries import load_entries
     table = sensitivity.table(sensitivity.FILE)
     figures = table.get("figures", {})
     assert table.get("measured", {}).get("cores"), "the file says on what machine it was measured"
-    registry = load_registry()
+    registry = load_entries()
     claims = timing_claims(registry)
     assert {"AD-01", "JIT-18", "DATA-03", "TAPE-12"} <= set(claims)
     missing = []
