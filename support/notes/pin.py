@@ -42,7 +42,7 @@ def choose(claim, notes: Notes, weights: dict[str, float]) -> tuple[int | None, 
     if not cand:
         return None, (f"no sentence on line(s) {claim.source}: blank, or past the end "
                       f"of the file")
-    query = set(words(f"{claim.paraphrase} {claim.stated}"))
+    query = set(words(f"{claim.paraphrase} {claim.notes_words}"))
 
     def score(i: int) -> float:
         s = notes.sentences[i]

@@ -60,7 +60,7 @@ def _figure_label(f) -> str:
 def _stated(c) -> str:
     if c.figures:
         return "; ".join(f"{_figure_label(f)}: {f.rule()}" for f in c.all_figures())
-    return c.stated
+    return c.notes_words
 
 
 def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict:

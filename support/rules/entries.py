@@ -54,8 +54,8 @@ PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "python"
             "keras", "onnx", "onnxruntime", "xlrd", "pandas", "flax")
 # a file's header, written once for all its claims
 HEADER_FIELDS = {"document", "section", "part", "lines"}
-# a claim's entry; ``stated`` (the words the notes print) only where no figure holds them
-FIELDS = {"id", "source", "paraphrase", "stated", "kind", "tier", "version_note", "status",
+# a claim's entry; ``notes_words`` (the words the notes print) only where no figure holds them
+FIELDS = {"id", "source", "paraphrase", "notes_words", "kind", "tier", "version_note", "status",
           "reason", "applies", "meaning", "links", "figures", "requires", "fingerprint",
           "control_reason", "positive_reason", "module", "threads",
           "machine"}
@@ -89,7 +89,7 @@ class Claim:
     paraphrase: str
     kind: str
     tier: str
-    stated: str = ""
+    notes_words: str = ""
     part: str = ""
     file: str = ""          # its section's file, relative to the checkout
     version_note: str = ""
@@ -394,9 +394,9 @@ def load_entries(directory: Path = ENTRIES_DIR) -> dict[str, Claim]:
                 errors.append(f"{where}: kind h must have status not-testable")
             if status == "not-testable" and not entry.get("reason"):
                 errors.append(f"{where}: not-testable needs a reason")
-            if entry.get("stated") is not None and entry.get("figures"):
-                errors.append(f"{where}: stated = ... is the notes' words for a claim with no "
-                              "figures; with figures, each figure holds what the notes print")
+            if entry.get("notes_words") is not None and entry.get("figures"):
+                errors.append(f"{where}: notes_words = ... is the notes' words for a claim with "
+                              "no figures; with figures, each figure holds what the notes print")
             module = entry.get("module", {})
             if module and (not isinstance(module, dict) or set(module) != MODULE_FIELDS
                            or not str(module.get("why", "")).strip()):

@@ -357,7 +357,7 @@ def _report(registry, expectations=None, verdict_of: dict | None = None) -> dict
             variants, expected = [_variant(i, v, figures={"best_error": fig})], None
         claims.append({"id": c.id, "document": c.document, "section": c.section,
                        "source": c.source, "paraphrase": c.paraphrase, "kind": c.kind,
-                       "tier": c.tier, "stated": c.stated, "measured": None, "verdict": v,
+                       "tier": c.tier, "stated": c.notes_words, "measured": None, "verdict": v,
                        "reason": "; ".join(x["reason"] for x in variants), "expected": expected,
                        "variants": variants, "tests": [x["test"] for x in variants]})
     summary = {v: sum(1 for c in claims if c["verdict"] == v) for v in verdicts.ORDER}

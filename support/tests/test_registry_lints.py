@@ -137,7 +137,7 @@ def test_a_duplicate_id_is_refused(tmp_path):
     (HEADER.replace('"lecture"', '"sheet"') + _ONE, "lies under lecture/"),
     (HEADER + 'claim = []\n', "no \\[\\[claim\\]\\] entries"),
     # the words the notes print, beside figures that hold them: two copies of one fact
-    (HEADER + _ONE + 'stated = "7"\nfigures = [{ name = "n", stated = 7, tol = "exact" }]\n',
+    (HEADER + _ONE + 'notes_words = "7"\nfigures = [{ name = "n", stated = 7, tol = "exact" }]\n',
      "each figure holds what the notes print"),
     (HEADER + _ONE + 'module = { path = "claims/lecture/test_x.py" }\n', "and why"),
     (HEADER + _ONE + 'module = { path = "claims/nowhere.py", why = "w" }\n', "does not exist"),

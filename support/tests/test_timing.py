@@ -36,7 +36,7 @@ def cmp(a, b):
 
 def recorder(**figure):
     c = reg.Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
-                  stated="", kind="d", tier="slow")
+                  notes_words="", kind="d", tier="slow")
     c.figures = {"a/b": [reg.Figure("XX-01", "a/b", figure.get("stated"), figure.get("tol"),
                                     tuple(figure.get("bounds", ())),
                                     timed=figure.get("timed", True))]}

@@ -252,7 +252,7 @@ def test_halt_judges_the_example_not_the_running_worst():
     from support.harness.recorder import ClaimRecorder
     from support.rules.entries import Claim, Figure
     c = Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
-              stated="", kind="g", tier="fast")
+              notes_words="", kind="g", tier="fast")
     c.figures = {"share": [Figure("XX-01", "share", None, None, (Bound.parse("<= 1"),))]}
     rec = ClaimRecorder(["XX-01"], {"XX-01": c})
     with pytest.raises(AssertionError):
