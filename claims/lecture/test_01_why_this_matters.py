@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import stories
 from support.lab.stories import shape_bug_run
 from support.lab.train_torch import baseline_rmse

@@ -16,7 +16,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb, toy
 from support.lab.jaxutil import x64
 from support.lab.properties import (
@@ -26,7 +26,8 @@ from support.lab.properties import (
 )
 from support.lab.toy import jax_gradient_jitted
 from support.lab.workloads import forward_backward_sides
-from support.machine import timing
+from support.harness import timed
+from support.machine import estimates, timing
 
 
 def _tails():
@@ -149,7 +150,7 @@ def tanh_keeps_its_input(mp):
 def test_gradient_cost_ratio_is_constant_from_nineteen_to_nineteen_million_parameters(claim):
     cmps, counts = {}, {}
 
-    def spread() -> timing.Estimate:
+    def spread() -> estimates.Estimate:
         ratios = {k: c.ratio("forward+backward", "forward") for k, c in cmps.items()}
         hi = max(ratios, key=lambda k: ratios[k].value)
         lo = min(ratios, key=lambda k: ratios[k].value)
@@ -168,7 +169,7 @@ def test_gradient_cost_ratio_is_constant_from_nineteen_to_nineteen_million_param
     # "a small constant multiple whatever the size": the largest ratio over the smallest
     # stays below the entry's bound, from the notes' nineteen parameters to about nineteen
     # million
-    timing.settle(claim, "max/min gradient-cost ratio over model sizes", spread,
+    timed.settle(claim, "max/min gradient-cost ratio over model sizes", spread,
                   list(cmps.values()), budget_s=4.0)
     claim.record("parameters", list(counts.values()))
     claim.record("(forward+backward)/forward per model",

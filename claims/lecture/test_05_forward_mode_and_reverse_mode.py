@@ -15,13 +15,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.jaxutil import x64
 from support.lab.properties import (
     check_rounding,
     shapes,
 )
 from support.lab.workloads import jnp_normal
+from support.harness import timed
 from support.machine import timing
 from support.rules.tolerances import closeness
 
@@ -170,16 +171,16 @@ def test_forward_mode_wins_for_few_inputs_reverse_for_few_outputs(claim, shape):
     if shape.startswith("3"):
         # "forward mode is then the right tool"
         claim.check("jacrev/jacfwd FLOPs", cost["jacrev"] / cost["jacfwd"])
-        timing.record_estimate(claim, "jacrev/jacfwd wall-clock", cmp.ratio("jacrev", "jacfwd"))
+        timed.record_estimate(claim, "jacrev/jacfwd wall-clock", cmp.ratio("jacrev", "jacfwd"))
     else:
         # "reverse mode wins by a factor of the parameter count"
         claim.check("jacfwd/jacrev FLOPs", cost["jacfwd"] / cost["jacrev"])
-        timing.record_estimate(claim, "jacfwd/jacrev wall-clock", cmp.ratio("jacfwd", "jacrev"))
+        timed.record_estimate(claim, "jacfwd/jacrev wall-clock", cmp.ratio("jacfwd", "jacrev"))
         passes = timing.compare(_passes(f, x), repeats=5, sync=timing.jax_sync,
                                 max_seconds=1.0, min_repeats=3)
-        timing.record_estimate(claim, "1000 jvp passes / one vjp pass, wall-clock",
+        timed.record_estimate(claim, "1000 jvp passes / one vjp pass, wall-clock",
                                passes.ratio("n forward passes", "one reverse pass"))
-    timing.record_times(claim, cmp)
+    timed.record_times(claim, cmp)
 
 
 @control("AD-09", expect="inconclusive",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.jaxutil import x64
 from support.lab.properties import EPS64

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.nested import D_IN, nested_model, param_groups
 from support.lab.perturb import first_group_only, step_on

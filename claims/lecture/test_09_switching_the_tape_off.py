@@ -54,13 +54,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.lab.data import lecture_split
 from support.lab.modes import N, binomial_ok, dropout_bn_model, zero_fraction
 from support.lab.nested import D_IN, depth, io_of, modules_of, nested_model, param_groups
 from support.lab.train_torch import mlp, prepare, rmse_mpa, seeded_mlp, torch_threads
-from support.machine import devices, timing
+from support.harness import device_marks, timed
+from support.machine import timing
 from support.machine.memory import (
     MB,
     LiveTensors,
@@ -210,7 +211,7 @@ def test_one_pass_of_the_1024_unit_mlp_holds_67_mb_and_no_grad_only_the_output(c
 
 
 @pytest.mark.gpu
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 @pytest.mark.claim("MEM-05")
 def test_cuda_allocator_reading_of_one_pass_and_of_no_grad(claim, cuda):
     dev = cuda
@@ -270,7 +271,7 @@ def test_summing_loss_tensors_leaks_a_graph_per_batch_item_keeps_one_no_grad_non
 
 
 @pytest.mark.gpu
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 @pytest.mark.claim("MEM-07")
 def test_cuda_allocator_reading_of_the_validation_leak(claim, cuda):
     dev = cuda
@@ -531,7 +532,7 @@ def add_saves_its_operands(mp):
 @pytest.mark.claim("TAPE-23")
 def test_inference_mode_is_slightly_faster_than_no_grad(claim, switches):
     # the control: the tape must cost visibly more than either switch
-    timing.check_ratio(claim, "tape on/no_grad", switches, "tape on", "no_grad",
+    timed.check_ratio(claim, "tape on/no_grad", switches, "tape on", "no_grad",
                        budget_s=3.0)
     # "slightly faster": no_grad / inference_mode above 1 beyond noise, and by the
     # catalogue's protocol a median ("median of 2000"), not a minimum: a gain of a few
@@ -539,10 +540,10 @@ def test_inference_mode_is_slightly_faster_than_no_grad(claim, switches):
     # it undecided in some idle runs, while the median of the rounds' paired ratios
     # cancels what the two sides share. Up to the thousand rounds of MAX_ROUNDS where it
     # needs them.
-    timing.settle(claim, "no_grad/inference_mode",
+    timed.settle(claim, "no_grad/inference_mode",
                   lambda: switches.median_ratio("no_grad", "inference_mode"), [switches],
                   budget_s=12.0)
-    timing.record_times(claim, switches)
+    timed.record_times(claim, switches)
 
 
 @control("TAPE-23", what="entering torch.inference_mode() costs 100 ms, so it is far slower "
@@ -795,8 +796,8 @@ def test_no_grad_saves_time(claim, switches):
     # the forward pass recording the tape against the same pass without it (small batches:
     # the tape's cost is per operation, which the pass's arithmetic would otherwise hide)
     with torch_threads(1):
-        timing.check_ratio(claim, "grad/no_grad", switches, "tape on", "no_grad", budget_s=3.0)
-    timing.record_times(claim, switches)
+        timed.check_ratio(claim, "grad/no_grad", switches, "tape on", "no_grad", budget_s=3.0)
+    timed.record_times(claim, switches)
 
 
 @control("TAPE-12", what="entering torch.no_grad() costs 100 ms, more than recording the tape "

@@ -15,9 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.jaxutil import refusal, x64
+from support.harness import device_marks
 from support.machine import devices
 
 FORWARD = ["dot_general", "add", "tanh", "dot_general", "add", "sub", "integer_pow"]
@@ -241,7 +242,7 @@ def gradient_is_not_differentiable(mp):
 
 
 @pytest.mark.claim("JIT-13")
-@pytest.mark.parametrize("device", devices.params("jax:cpu", "jax:gpu"))
+@pytest.mark.parametrize("device", device_marks.params("jax:cpu", "jax:gpu"))
 def test_jit_compiles_through_xla(claim, device):
     """"jax.jit compiles the result through XLA, the compiler JAX uses to generate code for
     CPUs, GPUs and TPUs": XLA's program for each device this machine has, its GPU half the

@@ -13,7 +13,7 @@ Every timing figure is a ratio of minima, ``min(eager) / min(jit)`` in the table
 magnitudes came from a shared laptop and "trust the ordering rather than the magnitudes", so
 the registry states 0.8x / 1.2x / 2.8x and bounds the ordering and the direction; an interval
 that straddles a bound or an edge leaves the claim inconclusive
-(:func:`support.machine.timing.settle`). Each ratio's tolerance is its entry's (the
+(:func:`support.harness.timed.settle`). Each ratio's tolerance is its entry's (the
 table's elementwise chain and loop allocate a 16 MB buffer per eager op, and their times
 follow the allocator's state: ``timing:allocation`` in ``support/rules/tolerances.py``). The
 table's workloads are timed in one comparison, round by round, so that a ratio of two
@@ -24,7 +24,7 @@ with its body defined once, and the ten steps as op-by-op ``jnp`` calls, are tim
 to test L:183's reason ("because that is exactly what fusion removes").
 
 The ``bench`` tier (``--tier bench``) re-times the same workloads with pytest-benchmark, per
-JAX device, through :func:`support.machine.timing.bench` (same trials, same method).
+JAX device, through :func:`support.harness.timed.bench` (same trials, same method).
 """
 from __future__ import annotations
 
@@ -37,12 +37,13 @@ import pytest
 import torch
 from jax import lax
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.lab.jaxutil import x64
 from support.lab.train_torch import mlp
 from support.lab.workloads import JIT_BUDGET_S, chain_input, op_chain
-from support.machine import devices, timing
+from support.harness import device_marks, timed
+from support.machine import devices, estimates, timing
 
 
 def predict_one(params, x):
@@ -219,13 +220,13 @@ def jit_table():
                          for side, fn in sides.items()})
 
 
-def speedup(table: timing.Comparison, workload: str, eager: str = "eager") -> timing.Estimate:
+def speedup(table: timing.Comparison, workload: str, eager: str = "eager") -> estimates.Estimate:
     """A workload's eager/jit from the table."""
     return table.ratio(f"{workload} {eager}", f"{workload} jit")
 
 
 def _record_workload(claim, table: timing.Comparison, workload: str) -> None:
-    timing.record_times(claim, table, names=[k for k in table.sides
+    timed.record_times(claim, table, names=[k for k in table.sides
                                               if k.startswith(f"{workload} ")])
 
 
@@ -267,14 +268,14 @@ def vmap_sides():
             "vmap": lambda: batched(params, X)}
 
 
-JAX_DEVICES = devices.params("jax:cpu", "jax:gpu")
+JAX_DEVICES = device_marks.params("jax:cpu", "jax:gpu")
 
 
 def _record_bench(claim, cmp, side):
-    timing.record_times(claim, cmp)
+    timed.record_times(claim, cmp)
     for other in cmp.sides:
         if other != side:
-            timing.record_estimate(claim, f"{other}/{side}", cmp.ratio(other, side))
+            timed.record_estimate(claim, f"{other}/{side}", cmp.ratio(other, side))
 
 
 @pytest.mark.claim("JAX-06")
@@ -295,11 +296,11 @@ def test_vmap_is_faster_than_a_python_loop_over_256_examples(claim):
         sides = vmap_sides()
         diff = float(jnp.max(jnp.abs(sides["loop"]() - sides["vmap"]())))
         cmp = timing.compare(sides, repeats=10, sync=timing.jax_sync, max_seconds=1.0)
-        timing.check_ratio(claim, "loop/vmap", cmp, "loop", "vmap", budget_s=JIT_BUDGET_S)
+        timed.check_ratio(claim, "loop/vmap", cmp, "loop", "vmap", budget_s=JIT_BUDGET_S)
     claim.record("max |vmap - loop|", diff, note="same numbers, so the timing compares like "
                                                  "with like (JAX-06 asserts the 2.2e-15)")
     assert diff < 1e-12
-    timing.record_times(claim, cmp)
+    timed.record_times(claim, cmp)
 
 
 @pytest.mark.bench
@@ -309,7 +310,7 @@ def test_vmap_is_faster_than_a_python_loop_over_256_examples(claim):
 def test_bench_vmap_vs_loop(benchmark, claim, device, side):
     benchmark.group = "vmap vs loop"
     with x64(), jax.default_device(devices.jax_device(device)):
-        cmp = timing.bench(benchmark, vmap_sides(), side, repeats=20, sync=timing.jax_sync,
+        cmp = timed.bench(benchmark, vmap_sides(), side, repeats=20, sync=timing.jax_sync,
                            extra_info={"claim": "JAX-07", "device": device,
                                        "fingerprint": devices.fingerprint(device)})
     _record_bench(claim, cmp, side)
@@ -373,7 +374,7 @@ def vmap_gains_three_times(mp):
 def test_jit_gains_nothing_on_one_matmul_plus_tanh(claim, jit_table):
     # "compiling gains nothing": jit is not faster beyond the catalogue's 1.3x
     with x64():
-        timing.settle(claim, "eager/jit", lambda: speedup(jit_table, "matmul"), [jit_table],
+        timed.settle(claim, "eager/jit", lambda: speedup(jit_table, "matmul"), [jit_table],
                       budget_s=JIT_BUDGET_S)
     _record_workload(claim, jit_table, "matmul")
 
@@ -409,7 +410,7 @@ def eager_matmul_costs_double(mp):
 @pytest.mark.claim("JIT-17")
 def test_jit_gains_a_little_on_an_elementwise_chain(claim, jit_table):
     with x64():
-        timing.settle(claim, "eager/jit", lambda: speedup(jit_table, "elementwise"),
+        timed.settle(claim, "eager/jit", lambda: speedup(jit_table, "elementwise"),
                       [jit_table], budget_s=JIT_BUDGET_S)
     _record_workload(claim, jit_table, "elementwise")
 
@@ -460,7 +461,7 @@ def fori_loop_runs_op_by_op_outside_jit(mp):
 def test_jit_gains_most_on_a_ten_step_loop(claim, jit_table):
     with x64():
         # the table's row: the notes' function (inline body) against jit
-        timing.settle(claim, "eager/jit", lambda: speedup(jit_table, "fori_loop"), [jit_table],
+        timed.settle(claim, "eager/jit", lambda: speedup(jit_table, "fori_loop"), [jit_table],
                       budget_s=JIT_BUDGET_S)
         # "that is exactly what fusion removes": with the per-call recompilation taken out
         # (the same un-jitted lax.fori_loop, its body defined once) the gain would remain.
@@ -469,10 +470,10 @@ def test_jit_gains_most_on_a_ten_step_loop(claim, jit_table):
         # undecided in some idle runs; the two cheap sides alone get several times as many
         # rounds (the table's own calls: the same input and the jitted loop already compiled)
         once = _compare({s: jit_table.fns[f"fori_loop {s}"] for s in ("fori_cached", "jit")})
-        timing.check_ratio(claim, "fori_loop compiled once/jit", once, "fori_cached", "jit",
+        timed.check_ratio(claim, "fori_loop compiled once/jit", once, "fori_cached", "jit",
                            budget_s=JIT_BUDGET_S)
-    timing.record_estimate(claim, "op_by_op/jit", speedup(jit_table, "fori_loop", "op_by_op"))
-    timing.record_estimate(claim, "eager/fori_loop compiled once",
+    timed.record_estimate(claim, "op_by_op/jit", speedup(jit_table, "fori_loop", "op_by_op"))
+    timed.record_estimate(claim, "eager/fori_loop compiled once",
                            jit_table.ratio("fori_loop eager", "fori_loop fori_cached"))
     _record_workload(claim, jit_table, "fori_loop")
 
@@ -509,16 +510,16 @@ def test_jit_speedup_orders_loop_over_chain_over_matmul(claim, jit_table):
                  [round(speedup(jit_table, w).value, 3) for w in WORKLOADS],
                  note="the notes' table and its rerun are in the entry")
     # the ordering under the other reading of the loop's eager side (JIT-18), reported
-    timing.record_estimate(claim, "loop speedup (op by op) / elementwise speedup",
+    timed.record_estimate(claim, "loop speedup (op by op) / elementwise speedup",
                            speedup(jit_table, "fori_loop", "op_by_op")
                            / speedup(jit_table, "elementwise"))
     # the ordering is the claim: each step is a ratio of speedups that must exceed 1, the
     # two speedups of one round against each other
     with x64():
-        timing.settle(claim, "loop speedup / elementwise speedup",
+        timed.settle(claim, "loop speedup / elementwise speedup",
                       lambda: speedup(jit_table, "fori_loop") / speedup(jit_table, "elementwise"),
                       [jit_table], budget_s=JIT_BUDGET_S)
-        timing.settle(claim, "elementwise speedup / matmul speedup",
+        timed.settle(claim, "elementwise speedup / matmul speedup",
                       lambda: speedup(jit_table, "elementwise") / speedup(jit_table, "matmul"),
                       [jit_table], budget_s=JIT_BUDGET_S)
 
@@ -530,12 +531,12 @@ def test_jit_makes_the_lectures_three_workloads_much_faster_together(claim, jit_
     eager = tuple(f"{w} eager" for w in WORKLOADS)
     jitted = tuple(f"{w} jit" for w in WORKLOADS)
     with x64():
-        timing.settle(claim, "the lecture's three workloads together, eager/jit",
+        timed.settle(claim, "the lecture's three workloads together, eager/jit",
                       lambda: jit_table.ratio(eager, jitted), [jit_table], budget_s=JIT_BUDGET_S)
     claim.record("speedups matmul, elementwise, loop",
                  [round(speedup(jit_table, w).value, 3) for w in WORKLOADS])
-    timing.record_estimate(claim, "median of the three speedups",
-                           timing.median_of([speedup(jit_table, w) for w in WORKLOADS]))
+    timed.record_estimate(claim, "median of the three speedups",
+                           estimates.median_of([speedup(jit_table, w) for w in WORKLOADS]))
 
 
 @pytest.mark.bench
@@ -551,7 +552,7 @@ def test_bench_jit_table(benchmark, claim, device, workload, side):
         sides = table_sides(devices.jax_device(device))[workload]
         if workload == "fori_loop":
             sides = {"eager": sides["eager"], "jit": sides["jit"]}
-        cmp = timing.bench(benchmark, sides, side, repeats=BENCH_ROUNDS, sync=timing.jax_sync,
+        cmp = timed.bench(benchmark, sides, side, repeats=BENCH_ROUNDS, sync=timing.jax_sync,
                            extra_info={"claim": ids[workload], "device": device,
                                        "fingerprint": devices.fingerprint(device)})
     _record_bench(claim, cmp, side)
@@ -567,8 +568,8 @@ def test_a_bare_matmul_gains_nothing_from_jit(claim):
         mm = jax.jit(lambda P, Q: P @ Q)
         cmp = _compare({"eager": lambda: P @ Q, "jit": lambda: mm(P, Q)})
         # |speedup - 1| < 0.3
-        timing.check_ratio(claim, "eager/jit", cmp, "eager", "jit", budget_s=JIT_BUDGET_S)
-    timing.record_times(claim, cmp)
+        timed.check_ratio(claim, "eager/jit", cmp, "eager", "jit", budget_s=JIT_BUDGET_S)
+    timed.record_times(claim, cmp)
 
 
 @control("JIT-20", "JIT-01", what="a jitted function costs 20 ms more on every call, several "
@@ -593,11 +594,11 @@ def test_compilation_pays_more_the_more_small_ops_it_collapses(claim):
 
     claim.record("jit speedup at 1, 4, 16, 64 ops on 1k floats", [round(sp(k).value, 2) for k in sizes],
                  note=f"per call, over bursts of {cmp['eager 1'].calls} calls awaited together")
-    timing.settle(claim, "speedup(4 ops) / speedup(1 op)", lambda: sp(4) / sp(1),
+    timed.settle(claim, "speedup(4 ops) / speedup(1 op)", lambda: sp(4) / sp(1),
                   [cmp], budget_s=JIT_BUDGET_S)
-    timing.settle(claim, "speedup(16 ops) / speedup(4 ops)", lambda: sp(16) / sp(4),
+    timed.settle(claim, "speedup(16 ops) / speedup(4 ops)", lambda: sp(16) / sp(4),
                   [cmp], budget_s=JIT_BUDGET_S)
-    timing.settle(claim, "speedup(64 ops) / speedup(16 ops)", lambda: sp(64) / sp(16),
+    timed.settle(claim, "speedup(64 ops) / speedup(16 ops)", lambda: sp(64) / sp(16),
                   [cmp], budget_s=JIT_BUDGET_S)
 
 

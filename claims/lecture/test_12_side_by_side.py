@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.jaxutil import assert_default_precision, x64_enabled
 from support.lab.modes import N, P, binomial_ok
 from support.lab.perturb import python_floats_become
-from support.machine import devices
+from support.harness import device_marks
 
 
 class _Setting:
@@ -63,7 +63,7 @@ def default_float_dtypes_flipped(mp):
 
 
 @pytest.mark.claim("DTYPE-05")
-@devices.needs("mps")
+@device_marks.needs("mps")
 def test_mps_refuses_float64(claim):
     # the control: float32 moves fine, so the error is about the dtype, not the device
     assert torch.ones(3).to("mps").dtype == torch.float32

@@ -20,7 +20,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from support.harness.controls import control
+from support.rules.controls import control
 
 N = st.integers(min_value=1, max_value=64)
 

@@ -25,13 +25,13 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.jaxutil import assert_default_precision, run_fresh_python, x64_enabled
 from support.lab.nested import D_IN, NestedNet, nested_model
 from support.lab.perturb import python_floats_become
 from support.lab.toy import careless_errors
-from support.machine import devices
+from support.harness import device_marks
 
 EPS64 = float(np.finfo(np.float64).eps)
 
@@ -117,7 +117,7 @@ def _floating(model: torch.nn.Module) -> dict[str, str]:
 @pytest.mark.claim("DTYPE-04")
 @pytest.mark.parametrize("how", ["dtype_argument", "double_tensor", "double_model",
                                  "set_default_dtype"])
-@pytest.mark.parametrize("device", devices.params("cpu", "cuda"))
+@pytest.mark.parametrize("device", device_marks.params("cpu", "cuda"))
 def test_pytorch_supports_float64_on_cpu_and_cuda(claim, how, device):
     """"It supports float64 fully on the CPU and on CUDA GPUs: pass dtype=torch.float64, call
     .double() on a tensor or a model, or call torch.set_default_dtype(torch.float64) once":

@@ -19,7 +19,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb, stories
 from support.lab.data import lecture_split
 from support.lab.stories import shape_bug_run

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.experiments import gap_and_se
 from support.rules import tolerances

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.data import lecture_split
 from support.lab.perturb import read_scaled

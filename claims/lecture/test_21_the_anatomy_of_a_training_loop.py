@@ -37,12 +37,13 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.data import lecture_split
 from support.lab.nested import D_IN, depth, nested_model, param_groups
 from support.lab.perturb import step_on
 from support.lab.train_torch import BATCH, mlp, torch_threads
+from support.harness import device_marks
 from support.machine import devices
 from support.rules import error_models
 
@@ -607,7 +608,7 @@ def optax_adam_climbs(mp):
 
 
 @pytest.mark.claim("JAX-12")
-@pytest.mark.parametrize("device", devices.params("jax:cpu", "jax:gpu"))
+@pytest.mark.parametrize("device", device_marks.params("jax:cpu", "jax:gpu"))
 def test_jax_places_arrays_on_its_default_device(claim, device):
     """"JAX places arrays on the default device itself, the first GPU if one is visible;
     jax.devices() lists them and jax.device_put moves an array": its CPU half, and its GPU

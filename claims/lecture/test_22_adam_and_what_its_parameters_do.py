@@ -35,7 +35,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import bowl
 from support.lab.data import lecture_split
 from support.lab.nested import D_IN, nested_model, param_groups

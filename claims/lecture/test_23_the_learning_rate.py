@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.lab.train_torch import baseline_rmse
 

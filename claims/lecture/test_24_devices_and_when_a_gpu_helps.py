@@ -38,7 +38,7 @@ import pytest
 import torch
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.lab.competition import Competitors
 from support.lab.nested import D_IN, nested_model
@@ -48,6 +48,7 @@ from support.lab.precision import (
     scaler_vs_plain,
 )
 from support.lab.train_torch import mlp, setting, train
+from support.harness import device_marks, timed
 from support.machine import devices, timing
 from support.machine.memory import SavedTensors
 
@@ -59,7 +60,7 @@ SWEEP = ((16, 8), (64, 8), (256, 8), (512, 8), (1024, 64), (2048, 256), (4096, 5
 ROWS, BATCH = 8192, 1024
 
 
-ACCEL = devices.params("cuda", "mps")
+ACCEL = device_marks.params("cuda", "mps")
 
 
 def real_model_trial(concrete, device: str, epochs: int = 10, threads: int | None = None):
@@ -214,7 +215,7 @@ def throughput_sides(step) -> dict:
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-01")
-@pytest.mark.parametrize("device", devices.params("cpu", "cuda", "mps"))
+@pytest.mark.parametrize("device", device_marks.params("cpu", "cuda", "mps"))
 def test_moving_a_model_is_two_lines(claim, device):
     torch.manual_seed(0)
     model, x = mlp(), torch.randn(16, 8)
@@ -235,7 +236,7 @@ def test_moving_a_model_is_two_lines(claim, device):
 
 
 @pytest.mark.claim("DEV-01")
-@pytest.mark.parametrize("device", devices.params("cpu", "cuda", "mps"))
+@pytest.mark.parametrize("device", device_marks.params("cpu", "cuda", "mps"))
 def test_moving_a_nested_model_moves_its_buffers_too(claim, device):
     """'A PyTorch model' as real recipes build it: the realistic nested model, whose batch
     norms keep running statistics and whose stage keeps a gain, buffers the forward reads in
@@ -358,7 +359,7 @@ def dispatch_waits_for_the_result(mp):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-06")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_a_narrow_operation_loses_on_the_gpu(claim):
     def adds(device):
         a = torch.randn(16, device=device)
@@ -372,8 +373,8 @@ def test_a_narrow_operation_loses_on_the_gpu(claim):
         return run
 
     cmp = _cpu_vs("cuda", adds, repeats=15)
-    timing.check_ratio(claim, "cuda/cpu per 16-element add", cmp, "cuda", "cpu")
-    timing.record_times(claim, cmp)
+    timed.check_ratio(claim, "cuda/cpu per 16-element add", cmp, "cuda", "cpu")
+    timed.record_times(claim, cmp)
 
 
 @control("DEV-06", what="the CPU pays the larger fixed cost: every add on the CPU waits a "
@@ -391,16 +392,16 @@ def cpu_adds_cost_more_than_a_launch(mp):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-07")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_the_cpu_wins_narrow_models_and_the_gpu_wide_ones(claim, width_sweep):
     _record_sweep(claim, width_sweep)
-    timing.check_ratio(claim, "GPU/CPU at width 16", width_sweep[16], "cuda", "cpu",
+    timed.check_ratio(claim, "GPU/CPU at width 16", width_sweep[16], "cuda", "cpu",
                        budget_s=10.0)
-    timing.check_ratio(claim, "CPU/GPU at width 1024", width_sweep[1024], "cpu", "cuda",
+    timed.check_ratio(claim, "CPU/GPU at width 1024", width_sweep[1024], "cpu", "cuda",
                        budget_s=10.0)
-    timing.check_ratio(claim, "CPU/GPU at width 2048", width_sweep[2048], "cpu", "cuda",
+    timed.check_ratio(claim, "CPU/GPU at width 2048", width_sweep[2048], "cpu", "cuda",
                        budget_s=10.0)
-    timing.check_ratio(claim, "CPU/GPU at width 4096", width_sweep[4096], "cpu", "cuda",
+    timed.check_ratio(claim, "CPU/GPU at width 4096", width_sweep[4096], "cpu", "cuda",
                        budget_s=10.0)
 
 
@@ -408,12 +409,12 @@ def test_the_cpu_wins_narrow_models_and_the_gpu_wide_ones(claim, width_sweep):
 @pytest.mark.bench
 @pytest.mark.claim("DEV-07")
 @pytest.mark.parametrize("width,d_in", SWEEP, ids=[f"w{w}" for w, _ in SWEEP])
-@pytest.mark.parametrize("device", devices.params("cpu", "cuda", "mps"))
+@pytest.mark.parametrize("device", device_marks.params("cpu", "cuda", "mps"))
 def test_bench_width_sweep(benchmark, claim, device, width, d_in):
     # grouped by workload; the device is in extra_info and in the file name
     benchmark.group = f"width sweep: 3-layer MLP epoch, 8192 rows, batch 1024, width {width}"
     reps = 7 if width <= 1024 or device != "cpu" else 3
-    cmp = timing.bench(benchmark, {device: sweep_epoch(width, d_in, device)}, device,
+    cmp = timed.bench(benchmark, {device: sweep_epoch(width, d_in, device)}, device,
                        repeats=reps, sync=devices.sync(device),
                        extra_info={"claim": "DEV-07", "device": device, "width": width,
                                    "d_in": d_in, "fingerprint": devices.fingerprint(device)})
@@ -448,21 +449,21 @@ def the_card_is_the_cpu(mp):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-08")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_the_session_model_is_slower_on_the_gpu(claim, real_model_cpu_vs_cuda):
     cmp = real_model_cpu_vs_cuda
     # "slower on the GPU": GPU/CPU above 1 beyond noise; 2.5x stated (21.1 / 8.6)
-    timing.check_ratio(claim, "GPU/CPU epoch time", cmp, "cuda", "cpu", budget_s=20.0)
+    timed.check_ratio(claim, "GPU/CPU epoch time", cmp, "cuda", "cpu", budget_s=20.0)
     _record_real_model(claim, cmp)
 
 
 @pytest.mark.timing
 @pytest.mark.bench
 @pytest.mark.claim("DEV-08")
-@pytest.mark.parametrize("device", devices.params("cpu", "cuda", "mps"))
+@pytest.mark.parametrize("device", device_marks.params("cpu", "cuda", "mps"))
 def test_bench_real_model_epoch(benchmark, claim, concrete, device):
     benchmark.group = "real model: train(epochs=10), 8-64-64-1 on 824 rows"
-    cmp = timing.bench(benchmark, {device: real_model_trial(concrete, device)}, device,
+    cmp = timed.bench(benchmark, {device: real_model_trial(concrete, device)}, device,
                        repeats=5, sync=devices.sync(device),
                        extra_info={"claim": "DEV-08", "device": device, "epochs_per_trial": 10,
                                    "fingerprint": devices.fingerprint(device)})
@@ -472,7 +473,7 @@ def test_bench_real_model_epoch(benchmark, claim, concrete, device):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-09")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_the_crossover_lies_between_64_and_256_units(claim, width_sweep):
     r = _record_sweep(claim, width_sweep)
     cross = crossover(r)
@@ -490,7 +491,7 @@ def test_the_crossover_lies_between_64_and_256_units(claim, width_sweep):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-10")
-@pytest.mark.parametrize("device", devices.params("cpu", "cuda"))
+@pytest.mark.parametrize("device", device_marks.params("cpu", "cuda"))
 def test_timings_move_when_something_else_competes_and_the_numbers_do_not(claim, concrete,
                                                                           device):
     # 2 epochs per trial rather than the protocol's 10 keeps this inside the default run's
@@ -502,7 +503,7 @@ def test_timings_move_when_something_else_competes_and_the_numbers_do_not(claim,
         cmp = timing.compare({"alone": run, "competed for": run}, repeats=8,
                              sync=devices.sync(device), max_seconds=3.0, min_repeats=5,
                              around={"competed for": others.competing})
-        timing.check_ratio(claim, "competed for / alone", cmp, "competed for", "alone",
+        timed.check_ratio(claim, "competed for / alone", cmp, "competed for", "alone",
                            budget_s=3.0)
         # ... while the numbers the same call computes reproduce: a seeded run is the same
         # arithmetic, so its RMSE comes back to the bit, competed for or not
@@ -569,12 +570,12 @@ def large_model_step(device: str, width: int = 4096, depth: int = 8):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-12")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_a_large_model_trains_ten_times_faster_on_a_datacenter_card(claim):
     cmp = _cpu_vs("cuda", large_model_step, repeats=3, max_seconds=20.0, min_repeats=2)
     # "10-50x is ordinary": at least 10x
-    timing.check_ratio(claim, "CPU/GPU step time", cmp, "cpu", "cuda", budget_s=30.0)
-    timing.record_times(claim, cmp)
+    timed.check_ratio(claim, "CPU/GPU step time", cmp, "cpu", "cuda", budget_s=30.0)
+    timed.record_times(claim, cmp)
     claim.record("device", devices.fingerprint("cuda").get("name"))
 
 
@@ -609,7 +610,7 @@ def the_card_is_the_cpu_nine_and_a_half_times_faster(mp):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-13")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_a_crossover_exists_on_this_card_too(claim, width_sweep):
     r = _record_sweep(claim, width_sweep)
     cross = crossover(r)
@@ -621,10 +622,10 @@ def test_a_crossover_exists_on_this_card_too(claim, width_sweep):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-14")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_for_small_tabular_data_the_cpu_is_the_right_choice(claim, real_model_cpu_vs_cuda):
     cmp = real_model_cpu_vs_cuda
-    timing.check_ratio(claim, "GPU/CPU epoch time", cmp, "cuda", "cpu", budget_s=20.0)
+    timed.check_ratio(claim, "GPU/CPU epoch time", cmp, "cuda", "cpu", budget_s=20.0)
 
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -654,7 +655,7 @@ def test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu(c
 @pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.timing
 @pytest.mark.gpu
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 @pytest.mark.claim("AMP-10")
 @pytest.mark.parametrize("dtype", [F16, BF16], ids=["float16", "bfloat16"])
 def test_mixed_precision_halves_memory_and_speeds_up_on_tensor_cores(claim, dtype, cuda):
@@ -665,10 +666,10 @@ def test_mixed_precision_halves_memory_and_speeds_up_on_tensor_cores(claim, dtyp
     cmp = timing.compare(throughput_sides(step), repeats=10, sync=timing.torch_cuda_sync)
     # the reading: float32 as it runs on tensor cores (TF32) over autocast; float32 without
     # TF32 is recorded beside it (tensor-core hardware runs it many times slower still)
-    timing.check_ratio(claim, "throughput_ratio", cmp, "float32 (TF32)", "autocast")
-    timing.record_estimate(claim, "throughput ratio, strict float32 / autocast",
+    timed.check_ratio(claim, "throughput_ratio", cmp, "float32 (TF32)", "autocast")
+    timed.record_estimate(claim, "throughput ratio, strict float32 / autocast",
                            cmp.ratio("float32 (strict)", "autocast"))
-    timing.record_times(claim, cmp)
+    timed.record_times(claim, cmp)
     claim.note(f"float32 matmul precision outside the timed sides: "
                f"{torch.get_float32_matmul_precision()}")
 

@@ -25,10 +25,11 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.nondeterminism import distinct, index_add_outputs
-from support.machine import devices, timing
+from support.harness import device_marks, timed
+from support.machine import timing
 from support.rules import tolerances
 
 
@@ -124,7 +125,7 @@ def dropout_ignores_the_seeds(mp):
 
 @pytest.mark.timing
 @pytest.mark.claim("RNG-08")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_deterministic_algorithms_make_gpu_sums_repeatable_at_a_cost(claim):
     runs = 10
     free, (src, idx, slots) = index_add_outputs(runs)
@@ -164,8 +165,8 @@ def test_deterministic_algorithms_make_gpu_sums_repeatable_at_a_cost(claim):
     cmp = timing.compare({"deterministic": with_flag, "default": default}, repeats=20,
                          sync=timing.torch_cuda_sync)
     # "at a cost": the deterministic kernel is slower beyond noise
-    timing.check_ratio(claim, "deterministic/default time", cmp, "deterministic", "default")
-    timing.record_times(claim, cmp)
+    timed.check_ratio(claim, "deterministic/default time", cmp, "deterministic", "default")
+    timed.record_times(claim, cmp)
 
 
 @control("RNG-08", what="torch.use_deterministic_algorithms(True) does nothing: index_add_ "

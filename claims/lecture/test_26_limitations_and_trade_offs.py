@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, stories, toy
 from support.lab.batched import split
 from support.lab.data import lecture_split
@@ -55,6 +55,7 @@ from support.lab.jaxutil import (
 )
 from support.lab.toy import careless_errors
 from support.lab.train_torch import train
+from support.harness import timed
 from support.machine import timing
 from support.machine.memory import (
     MB,
@@ -185,7 +186,7 @@ def test_the_tree_trains_on_concrete_in_under_a_second(concrete, claim):
     # fastest of the trials, from quiet rounds where there are enough, else widened by what
     # load was measured to do to this fit
     fit = timing.compare({"fit": lambda: fit_hgb(X, y)}, repeats=3, min_repeats=3)
-    timing.settle(claim, 'HGB fit, 824 rows (min of 3)', lambda: fit.minimum("fit"), [fit],
+    timed.settle(claim, 'HGB fit, 824 rows (min of 3)', lambda: fit.minimum("fit"), [fit],
                   budget_s=2.0)
     # for scale, the network it replaces (3 epochs scaled to the 120 of the stories):
     # recorded, not compared. Warmed up first: a process's first train() imports

@@ -21,11 +21,12 @@ import pytest
 import torch
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import experiments, perturb
 from support.lab.batched import SHORT_RUN_MPA, Spec, split, train_many
 from support.lab.train_torch import train
-from support.machine import devices, timing
+from support.harness import concrete_data, device_marks, timed
+from support.machine import timing
 
 
 @pytest.mark.claim("DS-13")
@@ -35,7 +36,7 @@ def test_the_canonical_copy_is_a_1997_format_xls_that_needs_xlrd(claim, request,
 
     from support.lab import data as sdata
     # beside a named path, else in the cache, else the original that ships with the suite
-    xls = sdata.xls_path(request.config.getoption("--concrete-data"))
+    xls = sdata.xls_path(concrete_data.named_source(request.config))
     if xls is None:
         pytest.skip("no Concrete_Data.xls available (pass --concrete-data pointing at it)")
     import xlrd
@@ -114,7 +115,7 @@ def read_excel_reads_xls_with_xlrd_only(mp):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-15")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_the_same_code_on_the_gpu_gives_the_same_answer(claim, concrete):
     cpu = train(concrete, fold=0, seed=0, device="cpu")
     gpu = train(concrete, fold=0, seed=0, device="cuda")
@@ -160,7 +161,7 @@ def test_the_comparison_trains_50_networks_and_takes_minutes_one_at_a_time(concr
     epochs = 10
     run = timing.compare({"10 epochs": lambda: train(concrete, epochs=epochs, threads=1)},
                          repeats=5, min_repeats=5, clock=time.process_time)
-    timing.settle(claim, "one at a time, 50 x 400 epochs (estimated)",
+    timed.settle(claim, "one at a time, 50 x 400 epochs (estimated)",
                   lambda: run.minimum("10 epochs").scaled(
                       400 * n / epochs / 60, "CPU time of train() for 10 epochs, one thread, "
                                              "scaled to 50 networks x 400 epochs, minutes"),
@@ -171,7 +172,7 @@ def test_the_comparison_trains_50_networks_and_takes_minutes_one_at_a_time(concr
 @pytest.mark.xdist_group("concrete-experiments")
 @pytest.mark.claim("SPLIT-10")
 @pytest.mark.bench
-@devices.needs("cpu")     # a CPU benchmark: --only-device cuda leaves it out
+@device_marks.needs("cpu")     # a CPU benchmark: --only-device cuda leaves it out
 def test_batched_training_beats_one_at_a_time(concrete, claim, benchmark):
     # the comparison's own 50 networks (5 seeds x 5 folds x 2 schemes) both ways, on a
     # reduced budget of 10 epochs; the stack's gain grows with its width, so fewer networks

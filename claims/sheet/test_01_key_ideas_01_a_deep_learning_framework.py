@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import distributed
 from support.lab.train_torch import mlp
 from support.machine.environment import shared_env

@@ -21,8 +21,9 @@ import jax
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.workloads import JIT_BUDGET_S, chain_input, op_chain
+from support.harness import timed
 from support.machine import timing
 
 
@@ -35,8 +36,8 @@ def test_jit_is_much_faster_on_a_chain_of_small_elementwise_ops(claim):
     # a chance to escape a loaded runner
     cmp = timing.compare({"eager": lambda: f(x), "jit": lambda: jf(x)}, repeats=200,
                          sync=timing.jax_sync, max_seconds=0.5)
-    timing.check_ratio(claim, "eager/jit", cmp, "eager", "jit", budget_s=JIT_BUDGET_S)
-    timing.record_times(claim, cmp)
+    timed.check_ratio(claim, "eager/jit", cmp, "eager", "jit", budget_s=JIT_BUDGET_S)
+    timed.record_times(claim, cmp)
 
 
 @pytest.mark.claim("TAPE-01")

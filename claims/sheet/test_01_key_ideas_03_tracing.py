@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.jaxutil import attempt, refusal
 
 

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from support.harness.controls import control
+from support.rules.controls import control
 
 
 @pytest.mark.claim("RNG-01")

@@ -29,7 +29,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.nested import D_IN, nested_model, param_groups
 from support.lab.train_torch import seeded_mlp
 

@@ -22,7 +22,7 @@ import pytest
 import torch
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
 from support.lab.nested import D_IN, nested_model, param_groups
 

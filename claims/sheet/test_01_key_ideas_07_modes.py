@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.modes import N, P, binomial_ok, dropout_bn_model, zero_fraction
 from support.lab.nested import D_IN, depth, io_of, modules_of, nested_model, param_groups
 from support.lab.train_torch import mlp

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _NormBase
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.nested import D_IN, depth, modules_of, nested_model
 
 

@@ -38,8 +38,9 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 from torch.utils.data import dataloader as loaders
 from torch.utils.data._utils import fetch
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb
+from support.harness import device_marks, timed
 from support.machine import devices, timing
 
 # what the sentence names, applied to one element of a queued result
@@ -272,12 +273,12 @@ def test_workers_pay_when_loading_is_the_bottleneck(claim):
                           "free items, 2 workers": _epoch(fast2)},
                          repeats=5, max_seconds=2.5, min_repeats=3)
     # two workers sleep in parallel: the ideal throughput ratio is 2
-    timing.check_ratio(claim, "I/O-bound speedup with 2 workers", cmp, "I/O-bound, 0 workers",
+    timed.check_ratio(claim, "I/O-bound speedup with 2 workers", cmp, "I/O-bound, 0 workers",
                        "I/O-bound, 2 workers", budget_s=3.0)
     # the control: workers do not speed up loading that costs nothing
-    timing.check_ratio(claim, "free-item speedup with 2 workers", cmp, "free items, 0 workers",
+    timed.check_ratio(claim, "free-item speedup with 2 workers", cmp, "free items, 0 workers",
                        "free items, 2 workers", budget_s=3.0)
-    timing.record_times(claim, cmp)
+    timed.record_times(claim, cmp)
 
 
 @pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
@@ -287,8 +288,8 @@ def test_workers_pay_when_loading_is_the_bottleneck(claim):
 # the workers sleep (a stand-in for reading files), so more workers than cores cost nothing
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 @pytest.mark.parametrize("device", [
-    pytest.param("cpu", id="cpu", marks=[devices.needs("cpu"), pytest.mark.slow]),
-    pytest.param("cuda", id="cuda", marks=devices.needs("cuda"))])
+    pytest.param("cpu", id="cpu", marks=[device_marks.needs("cpu"), pytest.mark.slow]),
+    pytest.param("cuda", id="cuda", marks=device_marks.needs("cuda"))])
 def test_without_workers_the_gpu_waits_for_the_main_process(claim, device):
     """Each batch takes 8 x 5 ms to load; the device's work per step is calibrated to about
     half of that. With num_workers=0 the main process loads the next batch while the device
@@ -358,7 +359,7 @@ def test_without_workers_the_gpu_waits_for_the_main_process(claim, device):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-04")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_print_item_and_cpu_wait_for_the_gpu_and_a_per_step_item_stalls_the_loop(claim):
     # each call on a queued result returns only once the work is done (returned/done ~ 1);
     # the control, the same work with no call, returns as soon as it is queued
@@ -366,8 +367,8 @@ def test_print_item_and_cpu_wait_for_the_gpu_and_a_per_step_item_stalls_the_loop
     for name, op in {**SYNCING, "no call (control)": lambda t: t}.items():
         cmp = timing.dispatch_vs_done(lambda: op(product()), timing.torch_cuda_sync,
                                       repeats=5)
-        timing.check_ratio(claim, f"{name}: returned/done", cmp, "returned", "done")
-        timing.record_times(claim, cmp, prefix=f"{name}: ")
+        timed.check_ratio(claim, f"{name}: returned/done", cmp, "returned", "done")
+        timed.record_times(claim, cmp, prefix=f"{name}: ")
     # the stall: with the host's work and the device's per step of about equal length, a
     # queued loop overlaps them and a per-step .item() runs them one after the other
     host = host_work()
@@ -378,9 +379,9 @@ def test_print_item_and_cpu_wait_for_the_gpu_and_a_per_step_item_stalls_the_loop
     loops = {"per-step .item()": stall_loop("cuda", 30, products, host, item=True),
              "queued": stall_loop("cuda", 30, products, host, item=False)}
     cmp = timing.compare(loops, repeats=7, sync=timing.torch_cuda_sync, max_seconds=10.0)
-    timing.check_ratio(claim, "with .item() / without", cmp, "per-step .item()", "queued",
+    timed.check_ratio(claim, "with .item() / without", cmp, "per-step .item()", "queued",
                        budget_s=10.0)
-    timing.record_times(claim, cmp)
+    timed.record_times(claim, cmp)
 
 
 @control("DEV-04", what="t.item() does not wait for the GPU: it returns at once, with a stale "
@@ -392,13 +393,13 @@ def item_does_not_wait(mp):
 
 @pytest.mark.timing
 @pytest.mark.claim("DEV-05")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_a_gpu_call_returns_before_its_work_is_done(claim):
     a = torch.randn(8192, 8192, device="cuda")
     cmp = timing.dispatch_vs_done(lambda: a @ a, timing.torch_cuda_sync, repeats=10)
-    timing.record_times(claim, cmp)
+    timed.record_times(claim, cmp)
     # the catalogue's margin: waiting for the result takes > 5x as long as queueing it
-    timing.check_ratio(claim, "done/returned", cmp, "done", "returned")
+    timed.check_ratio(claim, "done/returned", cmp, "done", "returned")
 
 
 @control("DEV-05", what="CUDA runs synchronously: a matrix product returns only once the card "

@@ -23,8 +23,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from support.harness import controls
-from support.harness.controls import control
+from support.rules import controls
+from support.rules.controls import control
 from support.lab import distributed
 from support.lab.nested import nested_model
 from support.lab.train_torch import mlp

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.nested import D_IN, nested_model, param_groups
 from support.lab.perturb import first_group_only, with_defaults
 from support.lab.train_torch import mlp

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab.precision import (
     BF16,
     F16,
@@ -36,7 +36,7 @@ from support.lab.precision import (
     float16_underflow_grad,
     scaler_vs_plain,
 )
-from support.machine import devices
+from support.harness import device_marks
 from support.rules import error_models, tolerances
 
 
@@ -339,7 +339,7 @@ def test_float16_autocast_with_grad_scaler_trains_on_the_cpu(claim):
 
 @pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.gpu
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 @pytest.mark.claim("AMP-06")
 def test_float16_autocast_with_grad_scaler_trains_on_cuda(claim, cuda):
     dev = cuda

@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import toy
 from support.lab.accumulation import (
     ACC_MODEL,

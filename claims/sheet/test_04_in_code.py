@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from support.harness.controls import control
+from support.rules.controls import control
 
 
 def run_sheet_snippet():

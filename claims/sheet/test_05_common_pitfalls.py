@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from support.harness.controls import control
+from support.rules.controls import control
 from support.lab import perturb, toy
 from support.lab.accumulation import (
     ACC_MODEL,
@@ -58,6 +58,7 @@ from support.lab.precision import (
     float16_underflow_grad,
     scaler_vs_plain,
 )
+from support.harness import device_marks
 from support.machine import devices
 from support.rules import error_models
 
@@ -217,7 +218,7 @@ def test_manual_seed_also_seeds_cuda(claim, monkeypatch, rng_restored):
 
 @pytest.mark.gpu          # the CUDA half runs in the GPU tier (python -m support gpu-run)
 @pytest.mark.claim("RNG-06")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_manual_seed_gives_the_same_cuda_draws(claim, rng_restored):
     def draw(seed):
         torch.manual_seed(seed)
@@ -237,7 +238,7 @@ def manual_seed_leaves_cuda_unseeded(mp):
 
 
 @pytest.mark.claim("RNG-09")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_atomic_adds_make_repeated_gpu_sums_differ(claim):
     assert not torch.are_deterministic_algorithms_enabled()
     outs, _ = index_add_outputs(20)
@@ -288,7 +289,7 @@ def float32_sums_round_to_half_precision(mp):
 
 
 @pytest.mark.claim("RNG-11")
-@devices.needs("cuda")
+@device_marks.needs("cuda")
 def test_cudnn_benchmark_mode_may_change_the_bits_between_runs(claim):
     hashes = []
     for _ in range(3):

@@ -1,4 +1,4 @@
-"""The pytest wiring of negative controls (support/harness/controls.py).
+"""The pytest wiring of negative controls (support/rules/controls.py).
 
 * ``--control NAME`` (repeatable) runs the tests of the named controls' claims under them;
 * ``--controls`` runs every test-scope control of the selected claims, each test once under
@@ -22,7 +22,8 @@ import os
 
 import pytest
 
-from support.harness import controls as ctl
+from support.harness import claim_modules
+from support.rules import controls as ctl
 from support.harness.session import CONTROL, CONTROL_PARAM as PARAM
 
 
@@ -45,7 +46,7 @@ def pytest_collection(session):
     # the suite's own claims only: a suite of another root (the harness's self-tests) has its own
     if (config.getoption("--control") or config.getoption("--controls")) \
             and config.rootpath.resolve() == ROOT.resolve():
-        ctl.discover()
+        claim_modules.discover()
 
 
 def _wanted(config) -> list[ctl.Control] | None:

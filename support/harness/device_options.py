@@ -1,15 +1,15 @@
 """pytest plugin for device claims: ``--require-device``, ``--only-device``, and the device
 fingerprint in pytest-benchmark's ``machine_info``.
 
-* A test marked ``needs_device("cuda", ...)`` (see :func:`support.machine.devices.needs` and
-  :func:`support.machine.devices.params`) is skipped, with the reason, when a device is absent.
+* A test marked ``needs_device("cuda", ...)`` (see :func:`support.harness.device_marks.needs`
+  and :func:`support.harness.device_marks.params`) is skipped, with the reason, when a device is absent.
 * ``--require-device cuda`` (repeatable, or comma-separated) turns those "absent" skips into
   errors, and fails the run at the end if no test needing CUDA actually executed: a GPU run
   that silently skipped everything cannot pass.
 * ``--only-device cpu`` (or ``cuda``...) keeps only the device variants of that device (a JAX
   variant counts with the hardware it runs on: ``jax:cpu`` with ``cpu``, ``jax:gpu`` with
-  ``cuda``); tests that need no device are kept. :mod:`support.harness.gpu_run` uses it to write one
-  benchmark file per device.
+  ``cuda``); tests that need no device are kept. :mod:`support.commands.gpu_steps` uses it to
+  write one benchmark file per device.
 * With pytest-benchmark installed, ``machine_info`` gains ``devices`` (the fingerprint of
   every device present, :func:`support.machine.devices.fingerprint`), ``frameworks`` (versions) and
   ``only_device``; each benchmark test also puts its claim ID and device in ``extra_info``.
@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import pytest
 
+from support.harness import device_marks
 from support.machine import devices
 
 _saved_key = pytest.StashKey[tuple]()
 _failed_require_key = pytest.StashKey[list]()
-PROP = "needs_device"
+PROP = device_marks.MARK
 
 
 def _split(values) -> set[str]:
@@ -45,14 +46,15 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_device(*devices): the test runs on these devices "
                                        "(skipped with the reason when absent)")
-    # the device sets are module state read by support.devices; a nested in-process session
-    # (pytester) sets its own, so keep this session's and put them back at unconfigure
-    config.stash[_saved_key] = (set(devices.REQUIRED), set(devices.ONLY))
-    devices.REQUIRED.clear()
-    devices.REQUIRED.update(_split(config.getoption("--require-device")))
-    devices.ONLY.clear()
-    devices.ONLY.update(_split(config.getoption("--only-device")))
-    bad = (devices.REQUIRED | devices.ONLY) - set(devices.KNOWN)
+    # the device sets are module state read by support.harness.device_marks; a nested
+    # in-process session (pytester) sets its own, so keep this session's and put them back at
+    # unconfigure
+    config.stash[_saved_key] = (set(device_marks.REQUIRED), set(device_marks.ONLY))
+    device_marks.REQUIRED.clear()
+    device_marks.REQUIRED.update(_split(config.getoption("--require-device")))
+    device_marks.ONLY.clear()
+    device_marks.ONLY.update(_split(config.getoption("--only-device")))
+    bad = (device_marks.REQUIRED | device_marks.ONLY) - set(devices.KNOWN)
     if bad:
         raise pytest.UsageError(f"unknown device(s) {sorted(bad)}; known: "
                                 f"{', '.join(devices.KNOWN)}")
@@ -63,19 +65,19 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    if not devices.ONLY:
+    if not device_marks.ONLY:
         return
     keep, drop = [], []
     for item in items:
-        devs = devices.item_devices(item)
-        (keep if not devs or devices.selected(devs) else drop).append(item)
+        devs = device_marks.item_devices(item)
+        (keep if not devs or device_marks.selected(devs) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
 def pytest_runtest_setup(item):
-    devs = devices.item_devices(item)
+    devs = device_marks.item_devices(item)
     if not devs:
         return
     item.user_properties.append((PROP, ",".join(devs)))
@@ -83,7 +85,7 @@ def pytest_runtest_setup(item):
     if ok:
         return
     missing = [d for d in devs if not devices.available(d)]
-    required = [d for d in missing if d in devices.REQUIRED]
+    required = [d for d in missing if d in device_marks.REQUIRED]
     if required:
         pytest.fail(f"--require-device {','.join(required)}: {reason}", pytrace=False)
     pytest.skip(reason)
@@ -91,10 +93,10 @@ def pytest_runtest_setup(item):
 
 def pytest_unconfigure(config):
     required, only = config.stash.get(_saved_key, (set(), set()))
-    devices.REQUIRED.clear()
-    devices.REQUIRED.update(required)
-    devices.ONLY.clear()
-    devices.ONLY.update(only)
+    device_marks.REQUIRED.clear()
+    device_marks.REQUIRED.update(required)
+    device_marks.ONLY.clear()
+    device_marks.ONLY.update(only)
 
 
 class _Executed:
@@ -122,9 +124,9 @@ def _executed(config) -> list[str]:
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
-    if hasattr(config, "workerinput") or not devices.REQUIRED:
+    if hasattr(config, "workerinput") or not device_marks.REQUIRED:
         return
-    ran = {d: _executed(config).count(d) for d in devices.REQUIRED}
+    ran = {d: _executed(config).count(d) for d in device_marks.REQUIRED}
     missing = [d for d, n in ran.items() if n == 0]
     config.stash[_failed_require_key] = missing
     if missing:
@@ -132,10 +134,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if hasattr(config, "workerinput") or not devices.REQUIRED:
+    if hasattr(config, "workerinput") or not device_marks.REQUIRED:
         return
     missing = config.stash.get(_failed_require_key, [])
-    ran = {d: _executed(config).count(d) for d in sorted(devices.REQUIRED)}
+    ran = {d: _executed(config).count(d) for d in sorted(device_marks.REQUIRED)}
     if missing:
         terminalreporter.write_sep("!", "REQUIRED DEVICE NOT USED", red=True, bold=True)
         for d in missing:
@@ -157,4 +159,4 @@ class _BenchmarkHooks:
         # the run's environment as claims.json describes it: one model for both files
         from support.machine.fingerprint import fingerprint
         machine_info["environment"] = fingerprint()
-        machine_info["only_device"] = sorted(devices.ONLY) or "all"
+        machine_info["only_device"] = sorted(device_marks.ONLY) or "all"

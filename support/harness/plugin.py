@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from support.harness import shutdown
+from support.harness import device_marks, shutdown
 from support.harness.recorder import ClaimRecorder, NotApplicable
 from support.harness.session import (CONTROL, CONTROL_PARAM, DATA_SOURCE, RECORD_KEY, STATE,
                                      ClaimsState, claim_ids, report_dir, state as _state,
                                      variant_id)
-from support.machine import devices, fingerprint
+from support.machine import fingerprint
 from support.rules import expectations
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import verdicts
 
 _recorder_key = pytest.StashKey[ClaimRecorder]()
@@ -49,10 +49,6 @@ def pytest_addoption(parser):
                          "(default: the claims_tiers ini value, fast,slow,gpu)")
     group.addoption("--claim", action="append", default=[], metavar="ID",
                     help="run only the tests of this claim ID (repeatable)")
-    group.addoption("--concrete-data", default=None, metavar="PATH",
-                    help="the concrete data (.xls/.csv, or a folder holding one)")
-    group.addoption("--require-data", action="store_true",
-                    help="missing concrete data is an error, not a skip")
     group.addoption("--fresh", action="store_true",
                     help="recompute shared expensive results instead of reading the cache")
     group.addoption("--notes", action="append", default=[], metavar="PATH",
@@ -60,7 +56,7 @@ def pytest_addoption(parser):
                          "lists the claims whose sentence changed or vanished there "
                          "(default: ../shared/notes beside the checkout, where present)")
     parser.addini("claims_tiers", "tiers run by default", default="fast,slow,gpu")
-    parser.addini("claims_registry", "the claims folder whose lecture/ and sheet/ hold the "
+    parser.addini("claims_folder", "the claims folder whose lecture/ and sheet/ hold the "
                   "section files (default: claims)", default="")
     parser.addini("claims_expectations", "the expectations file (default: claims/expectations.toml)",
                   default="")
@@ -78,7 +74,7 @@ def pytest_configure(config):
         raise pytest.UsageError(f"--notes: no such file: {', '.join(missing)}")
     try:
         state = ClaimsState(config)
-    except reg.RegistryError as exc:
+    except reg.EntryError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
     config.pluginmanager.register(state, f"claims-state-{id(config)}")
@@ -266,7 +262,7 @@ def _attach(item, report, rec: ClaimRecorder, o: verdicts.Outcome, teardown=Fals
         "nodeid": item.nodeid, "ids": rec.ids, "variant": variant, "params": _params(item),
         "verdict": o.verdict, "reason": o.reason, "figures_decisive": list(o.figures),
         "expected": matched, "expectations_applied": applied,
-        "unexpected": problems, "devices": devices.item_devices(item),
+        "unexpected": problems, "devices": device_marks.item_devices(item),
         "role": "benchmark" if "benchmark" in getattr(item, "fixturenames", ()) else "test",
         "duration": getattr(report, "duration", 0.0),
         "tier": item.stash.get(_tier_key, "fast"), **rec.payload(),
@@ -323,11 +319,11 @@ def pytest_sessionfinish(session, exitstatus):
             and not config.getoption("--controls"):
         # the last negative-controls run beside this report: each holding claim is marked
         # controlled or not, with that run's commit (a control run is no claims report)
-        from support.harness import controls
-        controls.annotate(data, json.loads(previous.read_text()))
+        from support.rules.control_summary import annotate
+        annotate(data, json.loads(previous.read_text()))
     paths = report.write(data, out)
     config.stash[_summary_key] = (data, paths)
-    if devices.REQUIRED and data["summary"].get("partial"):
+    if device_marks.REQUIRED and data["summary"].get("partial"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

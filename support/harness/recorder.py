@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules.verdicts import BrokenBound
 
 
@@ -97,7 +97,7 @@ class ClaimRecorder:
         shrink its counterexample). ``timed=True`` says the interval comes from timings, so
         the figure moves with the machine's load as well as with a release (``report diff``
         sets such changes apart); only a figure its entry declares ``timed`` may be checked
-        so, and ``load`` (support.machine.timing.settle) says what the machine's load was
+        so, and ``load`` (support.harness.timed.settle) says what the machine's load was
         during its trials and how its interval was widened for it. Returns the value judged."""
         fig = self.figure(name)
         if timed != fig.timed:

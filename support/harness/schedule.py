@@ -342,20 +342,3 @@ def _merge_local(config) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
-
-
-def arguments(command: str, parser) -> None:
-    parser.add_argument("run", nargs="?", default="reports",
-                        help="a run's report folder (holding durations.json; default: reports)")
-
-
-def run(command: str, args) -> int:
-    src = Path(args.run) / FILE
-    if not src.is_file():
-        print(f"error: {src} does not exist; run the suite first (every run writes it)")
-        return 1
-    data = json.loads(src.read_text())
-    DURATIONS.write_text(json.dumps(data, indent=1) + "\n")
-    total = sum(data["durations"].values())
-    print(f"{DURATIONS.name}: {len(data['durations'])} tests, {total:.0f} s in all, from {src}")
-    return 0

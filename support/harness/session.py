@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from support.machine import devices
+from support.harness import device_marks
 from support.rules import expectations
-from support.rules import registry as reg
+from support.rules import entries as reg
 
 RECORD_KEY = "claim_record"
 STATE = pytest.StashKey["ClaimsState"]()
@@ -24,7 +24,7 @@ STATE = pytest.StashKey["ClaimsState"]()
 # set by support/harness/timing_lock.py, read by the scheduler
 LOCK_FOLDER = pytest.StashKey[str]()
 # where the run's concrete data comes from ({"source": named|cache|bundled, "file": ...}):
-# set by the suite's conftest, written into the report's environment
+# set by support/harness/concrete_data.py, written into the report's environment
 DATA_SOURCE = pytest.StashKey[dict]()
 # the negative control a test item runs under (support/harness/control_options.py)
 CONTROL = pytest.StashKey[str]()
@@ -49,9 +49,9 @@ class ClaimsState:
     def __init__(self, config):
         self.config = config
         root = Path(config.rootpath)
-        reg_dir = config.getini("claims_registry")
+        reg_dir = config.getini("claims_folder")
         exp_file = config.getini("claims_expectations")
-        self.registry = reg.load_registry(root / reg_dir if reg_dir else reg.REGISTRY_DIR)
+        self.registry = reg.load_entries(root / reg_dir if reg_dir else reg.ENTRIES_DIR)
         self.expectations = expectations.load_expectations(
             root / exp_file if exp_file else expectations.EXPECTATIONS, registry=self.registry)
         self.records: list[dict] = []
@@ -86,7 +86,7 @@ def registry_of(config) -> dict:
 
 
 def claim_ids(item) -> list[str]:
-    return devices.mark_args(item, "claim")
+    return device_marks.mark_args(item, "claim")
 
 
 def is_timing(item) -> bool:

@@ -142,7 +142,7 @@ def isolated():
     """For the length of the block, shared results are computed afresh and kept nowhere: the
     disk cache is neither read nor written and every memo store starts empty (and gets its
     entries back after). A negative control that perturbs a library call runs its test in
-    this (support/harness/controls.py), so that nothing perturbed leaks into another test."""
+    this (support/harness/control_options.py), so that nothing perturbed leaks into another test."""
     global _isolated
     saved = [dict(s) for s in _STORES]
     for s in _STORES:

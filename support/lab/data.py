@@ -2,10 +2,10 @@
 
 ``load_concrete(source=None)`` returns the 1,030 x 9 table in file order. Sources, in order:
 
-1. an explicit path (argument, the ``--concrete-data`` pytest option or the
-   ``CONCRETE_DATA`` environment variable): a ``.xls``, a ``.csv``, or a folder holding
-   ``Concrete_Data.xls`` / ``Concrete_Data.csv``. A path that was named must hold the
-   table: the test run stops with a usage error otherwise (``conftest.py``);
+1. an explicit path (the argument: in a test run, what ``--concrete-data`` or the
+   ``CONCRETE_DATA`` variable names, read by support/harness/concrete_data.py): a ``.xls``, a
+   ``.csv``, or a folder holding ``Concrete_Data.xls`` / ``Concrete_Data.csv``. A path that
+   was named must hold the table: the test run stops with a usage error otherwise;
 2. the user cache (``$LECTURE11_CACHE`` or ``~/.cache/lecture11-claims``);
 3. with ``download_missing=True`` only, the UCI archive zip, downloaded once into the cache;
 4. the copy that ships with the suite (``support/resources/Concrete_Data.csv``, with the
@@ -47,7 +47,7 @@ FOLDS_FILE = RESOURCES / "lecture_folds.txt"
 # the full-precision table as it ships with the suite (the last source: see above)
 BUNDLED = RESOURCES / "Concrete_Data.csv"
 BUNDLED_XLS = RESOURCES / "Concrete_Data.xls"
-# what this module reads besides its code (support.cache keys results on it)
+# what this module reads besides its code (support.lab.cache keys results on it)
 READS = ["resources/lecture_folds.txt"]
 FOLDS_SHA256_PREFIX = "a691ce7b3cb68810"
 HOW_TO_GET = (
@@ -241,8 +241,6 @@ def resolve(source: str | os.PathLike | None = None) -> tuple[str, Path | None]:
     """Which source :func:`load_concrete` reads, without reading it: ``("named", path)``,
     ``("cache", path)``, ``("bundled", path)``, or ``("none", None)`` where even the copy that
     ships with the suite is missing."""
-    if source is None:
-        source = os.environ.get("CONCRETE_DATA") or None
     if source is not None:
         return "named", Path(source)
     cached = cache_dir() / ZIP_MEMBER
@@ -278,8 +276,6 @@ def describe_source(source: str | os.PathLike | None = None) -> dict:
 def xls_path(source: str | os.PathLike | None = None) -> Path | None:
     """The original ``Concrete_Data.xls`` (DS-13 reads its format): beside a named path,
     else in the cache, else the one that ships with the suite."""
-    if source is None:
-        source = os.environ.get("CONCRETE_DATA") or None
     candidates = []
     if source:
         p = Path(source)
@@ -313,23 +309,3 @@ def lecture_split(fold: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(train indices, validation indices) of the lecture's fold ``fold``, file order."""
     folds = lecture_folds()
     return np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
-
-
-def arguments(command: str, parser) -> None:
-    if command == "fetch-data":
-        parser.add_argument("--url", default=UCI_ZIP_URL)
-    else:
-        parser.add_argument("path", nargs="?", help="a .xls/.csv or a folder (default: the cache)")
-
-
-def run(command: str, args) -> int:
-    try:
-        if command == "fetch-data":
-            print(f"cached and verified: {download(args.url)}")
-        else:
-            d = load_concrete(args.path)
-            print(f"{d.source}: {len(d)} rows, {len(set(d.mix_ids.tolist()))} mixes, fingerprint ok")
-    except DataError as exc:
-        print(f"error: {exc}")
-        return 1
-    return 0

@@ -7,19 +7,12 @@
 * :func:`fingerprint` describes one device: name, driver, CUDA/cuDNN and framework
   versions, memory; it goes into every benchmark's ``machine_info`` and into the
   device claims' records.
-* :func:`params` parametrises a claim over devices. Each parameter carries the
-  ``needs_device`` mark; :mod:`support.harness.device_options` skips it with the reason when the
-  device is absent, or makes that an error under ``--require-device``, and counts the
-  variants that actually ran on each device. :func:`needs` marks a whole test.
+* :func:`check` says whether a test needing some devices can run here, and why not;
+  :func:`satisfies` whether a variant that ran on a device meets an entry's ``requires``;
+  :func:`sync` picks the timing method's synchronisation of a device.
 
-    from support.machine import devices
-
-    @pytest.mark.claim("DEV-15")
-    @devices.needs("cuda")
-    def test_same_answer_on_cpu_and_gpu(claim): ...
-
-    @pytest.mark.parametrize("device", devices.params("cpu", "cuda", "mps"))
-    def test_something(claim, device): ...
+A test's devices are pytest marks: :mod:`support.harness.device_marks` (``needs``,
+``params``), which :mod:`support.harness.device_options` reads.
 """
 from __future__ import annotations
 
@@ -53,11 +46,6 @@ KNOWN = tuple(DEVICES)
 # what a registry entry may require to have run (``requires``): a device, or "gpu" for any
 # accelerator
 REQUIREMENTS = KNOWN + ("gpu",)
-MARK = "needs_device"
-# the set of devices the run requires (--require-device); filled by support/harness/device_options.py
-REQUIRED: set[str] = set()
-# the devices a run is restricted to (--only-device); empty: all present
-ONLY: set[str] = set()
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,38 +157,12 @@ def fingerprint(device: str) -> dict:
     return fp
 
 
-# --------------------------------------------------------------------------- parametrisation
-def needs(*devs: str):
-    """Mark a test as needing every device in ``devs`` (skipped with the reason if absent)."""
-    import pytest      # here, not at the top: reading reports (diff, keep, notes) needs no pytest
-    return getattr(pytest.mark, MARK)(*devs)
-
-
+# --------------------------------------------------------------------------- a test's devices
 def jax_device(device: str):
     """The ``jax.Device`` of a suite name ``jax:cpu`` / ``jax:gpu`` (use with
     ``jax.default_device(...)``)."""
     import jax
     return jax.devices(device.split(":", 1)[1])[0]
-
-
-def params(*devs: str):
-    """``pytest.param`` per device, id = device name, each carrying the ``needs_device`` mark.
-
-    Absent devices stay in the list (so the report shows them as skipped with the reason,
-    and ``--require-device`` can turn that into an error)."""
-    import pytest
-    return [pytest.param(d, id=d, marks=needs(d)) for d in devs]
-
-
-def variants(fn) -> list[list[str]]:
-    """The devices each variant of the test function ``fn`` needs, read from its marks
-    before collection: its own ``needs_device`` marks, plus each device parameter's
-    (:func:`params`); one entry for a test without device parameters."""
-    own = [d for m in getattr(fn, "pytestmark", []) if m.name == MARK for d in m.args]
-    per_param = [[d for m in getattr(v, "marks", ()) if m.name == MARK for d in m.args]
-                 for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"
-                 for v in (m.args[1] if len(m.args) > 1 else ())]
-    return [own + p for p in per_param if p] or [own]
 
 
 def check(item_devices: list[str]) -> tuple[bool, str]:
@@ -209,17 +171,6 @@ def check(item_devices: list[str]) -> tuple[bool, str]:
         if not available(d):
             return False, absent_reason(d)
     return True, ""
-
-
-def selected(item_devices: list[str]) -> bool:
-    """Whether ``--only-device`` keeps a test needing ``item_devices`` (all, if not given).
-
-    A test needing cpu and cuda (a CPU-vs-GPU comparison) is kept when cuda is selected."""
-    if not ONLY:
-        return True
-    groups = {DEVICES[d].hardware for d in item_devices}
-    accel = [g for g in groups if g != "cpu"] or ["cpu"]
-    return any(g in ONLY for g in accel)
 
 
 def satisfies(device: str, requirement: str) -> bool:
@@ -238,17 +189,3 @@ def sync(device: str):
         return timing.jax_sync
     return {"cpu": timing.no_sync, "cuda": timing.torch_cuda_sync,
             "mps": timing.torch_mps_sync}[d.hardware]
-
-
-def mark_args(item, name: str) -> list:
-    """The arguments of every ``name`` mark on a test item, in order, without repeats (a
-    claim ID of ``@pytest.mark.claim``, a device of ``needs_device``)."""
-    out: list = []
-    for mark in item.iter_markers(name):
-        out += [a for a in mark.args if a not in out]
-    return out
-
-
-def item_devices(item) -> list[str]:
-    """The devices a test item needs (its ``needs_device`` marks)."""
-    return mark_args(item, MARK)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -121,3 +122,51 @@ def described(path: Path = FILE) -> str:
     return (f"load sensitivities measured on {meta.get('machine', '?')}, "
             f"{meta.get('cores', '?')} cores, {meta.get('date', '?')} "
             f"({meta.get('runs', '?')} runs at each load)")
+
+
+# --------------------------------------------------------------------------- the table measured
+# (python -m support load-sensitivity: support/commands/load_sensitivity.py)
+def figures_of(report: dict, ids) -> list[dict]:
+    """Every timing figure of ``ids`` in a report: key, value, the load its rounds measured
+    and whether it was decided from busy rounds."""
+    out = []
+    for c in report.get("claims", []):
+        if c["id"] not in ids:
+            continue
+        for v in c.get("variants", []):
+            for name, fig in v.get("figures", {}).items():
+                load = fig.get("load") if isinstance(fig, dict) else None
+                if not load or not isinstance(fig.get("value"), (int, float)):
+                    continue
+                out.append({"key": key(c["id"], name, v.get("variant", "")),
+                            "value": float(fig["value"]), "load": float(load["cores"]),
+                            "busy": bool(load["busy"])})
+    return out
+
+
+def factors(idle: list[float], loaded: list[tuple[float, float]]) -> dict:
+    """One load's point: the median load measured, and how far the values moved from the
+    idle median each way (never past no change)."""
+    base = statistics.median(idle)
+    values = [v for _, v in loaded]
+    return {"load": round(statistics.median(l for l, _ in loaded), 3),
+            "down": round(min(1.0, min(values) / base), 4),
+            "up": round(max(1.0, max(values) / base), 4)}
+
+
+def summarise(sessions: list[dict]) -> dict:
+    """Per figure, from the sessions' readings (each ``{"k": load, "figures": [...]}``):
+    its idle values, its loaded readings per k, and its points."""
+    per: dict[str, dict] = {}
+    for s in sessions:
+        for f in s["figures"]:
+            e = per.setdefault(f["key"], {"idle": [], "loaded": {}})
+            if not f["busy"]:
+                e["idle"].append(round(f["value"], 6))
+            else:
+                e["loaded"].setdefault(str(s["k"]), []).append([round(f["load"], 3),
+                                                                round(f["value"], 6)])
+    for e in per.values():
+        e["points"] = [dict(factors(e["idle"], pts), beside=int(k))
+                       for k, pts in sorted(e["loaded"].items()) if e["idle"] and pts]
+    return per

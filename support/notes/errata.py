@@ -13,123 +13,23 @@ the next paragraph gives for it): each is found in the claim's sentence, else on
 its catalogue reference (or the span's own ``source``) names, and corrected in place;
 ``misquoted`` lists the spans whose words are not there.
 
-``patches`` writes the corrections into the notes' own text: every quoted span of the
-located sentences replaced, the line breaks of a wrapped paragraph kept, one unified diff per
-file, for ``patch`` or ``git apply``.
+The corrections written into the notes' own text are support/notes/patch.py's; a measured
+figure as the errata write it, support/notes/measured.py's.
 """
 from __future__ import annotations
 
-import difflib
-import math
 import re
 from dataclasses import dataclass, field
 
+from support.notes.measured import figure_text, outside, shown
 from support.reports.report import plain
 from support.reports.runs import selection
-from support.rules import tolerances
 from support.rules.expectations import Erratum, Expectation, Span, erratum_of
-from support.rules.formatting import fmt, md_cell
+from support.rules.formatting import md_cell
 
 CORRECT = ("fails", "drift")             # the sentence is to be corrected
 UNDECIDED = ("partial", "inconclusive")  # the run could not say
 ERRATA = CORRECT + UNDECIDED
-
-
-# --------------------------------------------------------------------------- figures
-def _decimals(stated) -> int | None:
-    """The decimals the notes print ``stated`` with, or None when it is not a number."""
-    if isinstance(stated, bool):
-        return None
-    try:
-        half = tolerances.printed_halfwidth(stated)
-    except (TypeError, ValueError):
-        return None
-    return -round(math.log10(2 * half))
-
-
-def shown(value, stated=None, digits: int = 4) -> str:
-    """A measured value at a precision that shows how it differs from the printed figure
-    ``stated``: three significant digits and at least one decimal more than the notes print
-    (3.50 against 4, 419.6 against 478, 0.527 against 0.8); ``digits`` significant digits
-    where nothing is stated (41.33, 30); very small or large values in powers of ten
-    (9.98e-07)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return fmt(value)
-    if not math.isfinite(value) or isinstance(value, int):
-        return str(value)
-    if value == 0:
-        return "0"
-    if abs(value) < 1e-3 or abs(value) >= 1e6:
-        return f"{value:.2e}"
-    printed = _decimals(stated) if stated is not None else None
-    if printed is None:
-        return f"{value:.{digits}g}"
-    magnitude = math.floor(math.log10(abs(value)))
-    return f"{value:.{max(0, 2 - magnitude, printed + 1)}f}"
-
-
-def _tol_text(m: dict) -> str:
-    t = m.get("tolerance") or m.get("rule") or ""
-    return t.get("text") or t.get("key", "") if isinstance(t, dict) else str(t)
-
-
-def stated_rows(claim: dict) -> list[dict]:
-    """One row per figure a variant compared with what the notes state."""
-    rows = []
-    for v in claim.get("variants", []):
-        for name, m in (v.get("figures") or {}).items():
-            if not isinstance(m, dict) or m.get("stated") is None:
-                continue
-            outcome = m.get("outcome") or {True: "within", False: "outside"}.get(m.get("within"), "")
-            rows.append({"variant": v.get("variant") or "", "name": name,
-                         "stated": m["stated"], "measured": shown(m.get("value"), m["stated"]),
-                         "unit": m.get("unit", ""), "tolerance": _tol_text(m),
-                         "outcome": outcome})
-    return rows
-
-
-def _label(name: str, unit: str) -> str:
-    """A figure's name for people: an identifier's underscores as spaces, its unit not
-    repeated ("held_by_graph_MB" in MB: "held by graph")."""
-    if " " in name:
-        return name
-    words = name.split("_")
-    if unit and len(words) > 1 and words[-1] == unit:
-        words.pop()
-    return " ".join(words)
-
-
-def figure_text(name: str, m: dict, digits: int = 4) -> str:
-    """"orders worse than autodiff 3.50 (notes: 4)", with the interval where there is one."""
-    stated = m.get("stated")
-    value = shown(m.get("value"), stated, digits)
-    unit = m.get("unit") or ""
-    iv = m.get("interval")
-    if isinstance(iv, (list, tuple)) and len(iv) == 2:
-        value += " [" + ", ".join(shown(x, stated, digits) for x in iv) + "]"
-    said = ""
-    if stated is not None:
-        whose = "reference" if str(m.get("rule", "")).startswith("reference") else "notes"
-        said = f" ({whose}: {fmt(stated)})"
-    return f"{_label(name, unit)} {value}{' ' + unit if unit else ''}{said}"
-
-
-def _off(m: dict) -> bool:
-    return isinstance(m, dict) and (m.get("outcome") in ("outside", "broken", "undecided")
-                                    or m.get("within") is False)
-
-
-def measured_text(claim: dict, only_outside: bool = True) -> str:
-    """What was measured, for people: the figures outside their tolerance (every stated
-    figure where none is, or ``only_outside`` is False), else the raw measurement."""
-    rows = [(v.get("variant") or "", n, m) for v in claim.get("variants", [])
-            for n, m in (v.get("figures") or {}).items()
-            if isinstance(m, dict) and m.get("stated") is not None]
-    off = [r for r in rows if _off(r[2])]
-    rows = off if (off and only_outside) else rows
-    if not rows:
-        return fmt(claim.get("measured"))
-    return "; ".join(f"{var + ': ' if var else ''}{figure_text(n, m)}" for var, n, m in rows)
 
 
 # --------------------------------------------------------------------------- corrections
@@ -182,7 +82,7 @@ class Correction:
         picked = []
         for v in self.variants:
             figs = v.get("figures") or {}
-            picked += [(n, figs[n]) for n in names or [n for n, m in figs.items() if _off(m)]
+            picked += [(n, figs[n]) for n in names or [n for n, m in figs.items() if outside(m)]
                        if isinstance(figs.get(n), dict)
                        # a yes-or-no figure the failure names is what the finding says in
                        # words; shown only where the erratum asks for it
@@ -237,7 +137,7 @@ def corrections(report: dict, docs: dict, locations: dict,
             [{"variant": "", "verdict": c["verdict"], "reason": c.get("reason", ""), "figures": {}}]
         found: dict = {}
         for v in failing:
-            decisive = tuple(n for n, m in (v.get("figures") or {}).items() if _off(m))
+            decisive = tuple(n for n, m in (v.get("figures") or {}).items() if outside(m))
             known, err = erratum_of(expectations, c["id"], v["verdict"], v.get("variant") or "",
                                     versions, decisive)
             key = err or (known.label() if known else None)
@@ -302,60 +202,6 @@ def misquoted(expectations: list[Expectation], registry: dict, docs: dict) -> li
                            f"its sentence (line {loc.line}) nor on the lines {where} names: "
                            "quote the words as the notes print them (’, ×, ⁻ included), or "
                            "give the span the source of the line that holds them")
-    return out
-
-
-# --------------------------------------------------------------------------- the patch
-def _rewrapped(matched: str, correction: str) -> str:
-    """``correction`` with the line breaks ``matched`` had, at the same word gaps (the
-    paragraph's own wrapping kept; a break past the correction's last gap goes there)."""
-    gaps = re.findall(r"\s+", matched)
-    words = correction.split()
-    if not any("\n" in g for g in gaps) or len(words) < 2:
-        return correction
-    seps = [" "] * (len(words) - 1)
-    for i, g in enumerate(gaps):
-        if "\n" in g:
-            seps[min(i, len(seps) - 1)] = g
-    return words[0] + "".join(s + w for s, w in zip(seps, words[1:]))
-
-
-def corrected_text(text: str, corrs: list[Correction]) -> tuple[str, list[str]]:
-    """The file's text with every span of every applicable correction corrected, and what
-    could not be."""
-    todo = sorted(((c.id, p) for c in corrs for p in c.placed), key=lambda t: t[1].offsets)
-    problems, keep, end = [], [], -1
-    for cid, p in todo:
-        if p.offsets[0] < end:
-            problems.append(f"{cid}: its quoted words \"{p.span.quote}\" overlap another "
-                            "correction's")
-            continue
-        keep.append(p)
-        end = p.offsets[1]
-    for p in reversed(keep):
-        a, b = p.offsets
-        text = text[:a] + _rewrapped(text[a:b], p.span.correction) + text[b:]
-    return text, problems
-
-
-def unified_diff(old: str, new: str, name: str) -> str:
-    """A unified diff of one file (``a/NAME`` -> ``b/NAME``), a missing final newline
-    marked as ``patch`` and ``git apply`` expect it."""
-    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
-    out = []
-    for line in difflib.unified_diff(a, b, f"a/{name}", f"b/{name}", n=3):
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
-
-
-def patches(corrs: list[Correction], docs: dict) -> dict[str, tuple[str, list[str]]]:
-    """{document: (unified diff of its file, problems)} for the documents with corrections."""
-    out = {}
-    for doc, notes in docs.items():
-        mine = [c for c in corrs if c.document == doc]
-        new, problems = corrected_text(notes.text, mine)
-        name = notes.path.name if notes.path else f"{doc}.txt"
-        out[doc] = (unified_diff(notes.text, new, name), problems)
     return out
 
 

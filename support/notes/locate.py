@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from support.paths import ROOT
-from support.rules.registry import PREFIX
+from support.rules.entries import PREFIX
 
 FINGERPRINT_RE = re.compile(r"^[0-9a-f]{24}$")
 SIMILAR_BITS = 14          # simhash distance up to which a sentence counts as an edit

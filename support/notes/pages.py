@@ -5,6 +5,8 @@ and, with ``--patch``, ``<document>.patch``.
     python -m support notes reports/claims.json --notes ../shared/notes/lecture-11-notes.txt \\
         --notes ../shared/notes/frameworks-summary.txt -o reports/notes --patch
 
+(support/commands/notes.py: its arguments, the report and notes it reads, what it prints).
+
 The text is read at build time from the files given (the suite holds none of it); each claim
 is found by its registry fingerprint (support/notes/locate.py), its mathematics rendered as
 MathML (support/notes/tex.py). Opening a highlight shows the claim: stated vs measured, the
@@ -22,12 +24,13 @@ import html
 import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
-from support.notes import errata, locate as notes_mod, tex
+from support.notes import errata, locate as notes_mod, measured, tex
+from support.notes import patch as notes_patch
 from support.reports import kept as kept_runs, runs
-from support.reports.report import control_text, reason_text
+from support.reports.controlled import control_text
+from support.reports.report import reason_text
 from support.rules import verdicts
 from support.rules.expectations import load_expectations
 from support.rules.formatting import fmt
@@ -67,7 +70,7 @@ def _figures(report: dict, want: bool) -> tuple[dict, dict, str]:
 
 # --------------------------------------------------------------------------- one claim
 def _stated_table(c: dict) -> str:
-    rows = errata.stated_rows(c)
+    rows = measured.stated_rows(c)
     if not rows:
         return ""
     body = "".join(
@@ -125,7 +128,7 @@ def detail(c: dict, loc, figs: dict, fig_ids: list[str], corrs: list | None = No
         (f"<p class='control'><b>negative control:</b>{_e(control_text(c))}</p>"
          if control_text(c) else ""),
         f"<p><b>stated:</b> {_e(c.get('stated') or '-')} · <b>measured:</b> "
-        f"{_e(errata.measured_text(c, only_outside=False) or '-')}</p>",
+        f"{_e(measured.measured_text(c, only_outside=False) or '-')}</p>",
         "".join(_correction(corr) for corr in corrs or []),
         f"<p><b>tolerance:</b> {_e(c.get('tolerance') or '-')}</p>", _stated_table(c),
         f"<p><b>reason:</b> {_e(reason)}</p>" if reason else "",
@@ -347,8 +350,8 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
     """Write ``<document>.html`` per notes file, ``errata.md``, ``notes.json`` and, with
     ``patch``, ``<document>.patch`` (the corrections as a unified diff of its file) into
     ``out``. ``history``: where kept runs are (default claims/history)."""
-    from support.rules.registry import load_registry
-    registry = registry if registry is not None else load_registry()
+    from support.rules.entries import load_entries
+    registry = registry if registry is not None else load_entries()
     expectations = expectations if expectations is not None else load_expectations()
     docs = notes_mod.read_all(registry, paths)
     locs = {loc.id: loc for loc in notes_mod.locate_docs(registry, docs)}
@@ -386,7 +389,7 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
     files = {d: n.path.name if n.path else d for d, n in docs.items()}
     patched, problems = {}, []
     if patch:
-        for doc, (diff, trouble) in errata.patches(corrs, docs).items():
+        for doc, (diff, trouble) in notes_patch.patches(corrs, docs).items():
             problems += trouble
             if diff:
                 (out / f"{doc}.patch").write_text(diff, encoding="utf-8")
@@ -405,106 +408,3 @@ def build(report: dict, paths, out: Path, registry: dict | None = None,
             "summary": summary,
             "misquoted": errata.misquoted(expectations, registry, docs),
             "figures": why_no_figs or len(figs)}
-
-
-def arguments(command: str, parser) -> None:
-    parser.add_argument("report", type=Path,
-                        help="a run: its claims.json, or the folder that holds it (a tox env's "
-                             "reports/<env>/, a claims/history/<run>/)")
-    parser.add_argument("--notes", action="append", metavar="PATH",
-                        help="a notes file, plain text or Markdown (repeat; lecture=PATH names "
-                             "it); default: the files the run located its sentences in, as its "
-                             "report records them, else ../shared/notes beside the checkout")
-    parser.add_argument("-o", "--out", type=Path, default=None,
-                        help="where the pages go (default: notes/ beside the report)")
-    parser.add_argument("--no-figures", action="store_true",
-                        help="skip the redrawn figures (drawn only where matplotlib is installed)")
-    parser.add_argument("--patch", action="store_true",
-                        help="also write <document>.patch: the suggested corrections as a "
-                             "unified diff of each notes file (patch -p1 or git apply beside it)")
-    parser.add_argument("--history", type=Path, default=None,
-                        help="where kept runs are (default claims/history)")
-
-
-class NotesError(ValueError):
-    """An input the command cannot use, said in one line."""
-
-
-def read_report(path: Path) -> tuple[dict, Path]:
-    """(the report, its file) from a claims.json or the folder that holds it."""
-    file = path / "claims.json" if path.is_dir() else path
-    if not file.is_file():
-        raise NotesError(f"{path}: no such file" if not path.exists() else
-                         f"{path}: holds no claims.json (tox writes reports/<env>/claims.json)")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise NotesError(f"{file}: not readable as JSON ({exc})") from None
-    if not isinstance(data, dict) or "claims" not in data:
-        raise NotesError(f"{file}: not a claims report")
-    return data, file
-
-
-def notes_paths(report: dict, given: list[str] | None) -> list[str]:
-    """The notes to annotate: those given, else those the run read (its report's
-    ``notes.paths``, where they still exist), else the copies beside the checkout."""
-    if given:
-        missing = [p for p in given if not Path(p.partition("=")[2] or p).is_file()]
-        if missing:
-            raise NotesError(f"--notes: no such file: {', '.join(missing)}")
-        return list(given)
-    recorded = [p for p in (report.get("notes") or {}).get("paths") or []]
-    if recorded and all(Path(p).is_file() for p in recorded):
-        return recorded
-    found = [str(p) for p in notes_mod.default_paths()]
-    if found:
-        return found
-    raise NotesError("no notes to annotate: the report names none that exist here"
-                     + (f" ({', '.join(recorded)})" if recorded else "")
-                     + " and there are none in ../shared/notes beside the checkout; name them: "
-                       "--notes PATH --notes PATH")
-
-
-def run(command: str, args) -> int:
-    try:
-        report, file = read_report(args.report)
-        paths = notes_paths(report, args.notes)
-        out = args.out or file.parent / "notes"
-        res = build(report, paths, out, figures=not args.no_figures, patch=args.patch,
-                    history=args.history)
-    except (NotesError, ValueError, OSError) as exc:
-        print(f"notes: {exc}", file=sys.stderr)
-        return 2
-    print("notes: " + ", ".join(paths))
-    sel = runs.selection(report)
-    if not sel.full:
-        last = sum(k.why == "not run" for k in res["kept"].values())
-        print(f"{sel.text()}: the pages and errata name them, with the last verdict of "
-              f"{last} of them in a kept full run")
-    for doc, counts in res["summary"].items():
-        print(f"{doc}: " + ", ".join(f"{k} {n}" for k, n in counts.items() if n))
-    for loc in res["locations"].values():
-        if loc.status not in ("found",):
-            print(f"  {loc.id:<9} {loc.status:<8} {loc.recorded}"
-                  + (f" -> line {loc.line}" if loc.line else "") + (f": {loc.reason}" if loc.reason else ""))
-    corrs = res["corrections"]
-    print(f"errata: {len(errata.entries(corrs))} sentence(s) to correct "
-          f"({sum(c.erratum is not None for c in corrs)} of {len(corrs)} with a suggested "
-          f"correction); {sum(c.get('verdict') in errata.UNDECIDED for c in report.get('claims', []))} "
-          f"claim(s) not decided; {sum(k.why == 'accelerator' for k in res['kept'].values())} "
-          "decided by a kept run on an accelerator")
-    for corr in corrs:
-        if corr.problem:
-            print(f"  {corr.id:<9} {corr.problem}")
-    for problem in res["patch_problems"]:
-        print(f"  {problem}")
-    if res["misquoted"]:
-        print(f"claims/expectations.toml: {len(res['misquoted'])} quoted span(s) not found in "
-              "these notes:")
-        for problem in res["misquoted"]:
-            print(f"  {problem}")
-    print(f"figures: {res['figures']}" if isinstance(res["figures"], str) else
-          f"figures: {res['figures']} drawn")
-    print("written: " + ", ".join(str(p) for p in [*res["pages"], res["errata"], res["notes"],
-                                                   *res["patches"]]))
-    return 0

@@ -4,8 +4,8 @@ registry (see support/notes/locate.py for what a fingerprint is and how it is fo
 A claim's ``source`` names lines ("L:43-47", "S:20,26; L:495"); the lines of its own document
 may hold several sentences. The claim's sentence is the one of those whose words best match
 the claim's paraphrase and stated figure (cosine of words weighted by how rare they are in
-the notes); ties go to the first. ``python -m support pin`` says which claims' fingerprints
-differ from what their section files hold; ``--write`` writes them, one line
+the notes); ties go to the first. ``python -m support pin`` (support/commands/pin.py) says
+which claims' fingerprints differ from what their section files hold; ``--write`` writes them, one line
 ``fingerprint = "..."`` after each entry's ``source`` line (replacing an earlier one),
 touching nothing else; ``--claim ID`` pins that claim alone (a new or re-read sentence),
 leaving every other entry as it is, byte for byte. The notes are the files ``--notes``
@@ -17,8 +17,7 @@ import math
 import re
 from pathlib import Path
 
-from support.notes.locate import (STATUSES, Notes, default_paths, fingerprint, locate, locate_all,
-                                  read_all, recorded_lines, words)
+from support.notes.locate import Notes, default_paths, fingerprint, recorded_lines, words
 
 FP_LINE = re.compile(r'^fingerprint\s*=')
 
@@ -43,7 +42,7 @@ def choose(claim, notes: Notes, weights: dict[str, float]) -> tuple[int | None, 
     if not cand:
         return None, (f"no sentence on line(s) {claim.source}: blank, or past the end "
                       f"of the file")
-    query = set(words(f"{claim.paraphrase} {claim.stated}"))
+    query = set(words(f"{claim.paraphrase} {claim.notes_words}"))
 
     def score(i: int) -> float:
         s = notes.sentences[i]
@@ -100,8 +99,8 @@ def write_fingerprints(directory: Path, fps: dict[str, str]) -> int:
     """Insert (or replace) ``fingerprint = "..."`` after each entry's ``source`` line in the
     registry files under ``directory``; returns how many entries were written."""
     written = 0
-    from support.rules.registry import registry_files
-    for path in registry_files(Path(directory)):
+    from support.rules.entries import section_files
+    for path in section_files(Path(directory)):
         lines = path.read_text(encoding="utf-8").split("\n")
         out, cid = [], None
         for line in lines:
@@ -120,61 +119,3 @@ def write_fingerprints(directory: Path, fps: dict[str, str]) -> int:
         if text != "\n".join(lines):
             path.write_text(text, encoding="utf-8")
     return written
-
-
-def arguments(command: str, parser) -> None:
-    """``locate``: where each claim's sentence is now; ``pin``: compute the fingerprints."""
-    parser.add_argument("--notes", action="append", metavar="PATH",
-                        help="a notes file, plain text or Markdown (repeat; lecture=PATH names "
-                        "it; default: ../shared/notes beside the checkout)")
-    if command == "pin":
-        parser.add_argument("--claim", action="append", metavar="ID", default=None,
-                            help="pin this claim only (repeat); every other entry is left as it is")
-        parser.add_argument("--write", action="store_true", help="write the fingerprints that "
-                            "differ into the section files")
-
-
-def run(command: str, args) -> int:
-    from support.rules.registry import REGISTRY_DIR, load_registry
-    registry = load_registry()
-    try:
-        paths = notes_given(args.notes)
-    except ValueError as exc:
-        print(f"{command}: {exc}")
-        return 2
-    if command == "pin":
-        unknown = [cid for cid in args.claim or () if cid not in registry]
-        if unknown:
-            print(f"pin: no claim {', '.join(unknown)} in the section files")
-            return 2
-        docs = read_all(registry, paths)
-        fps, unpinned = pin(registry, docs, args.claim)
-        moved = {cid: fp for cid, fp in fps.items() if fp != registry[cid].fingerprint}
-        print(f"{len(fps)} claims pinned to a sentence, {len(unpinned)} not; "
-              f"{len(moved)} differ from the fingerprint their entry holds")
-        for cid, why in unpinned.items():
-            print(f"  {cid:<9} {why}")
-        weights = idf(docs)
-        for cid, fp in moved.items():
-            c = registry[cid]
-            _, line, text = sentence_of(c, docs, weights)
-            print(f"  {cid:<9} {c.fingerprint or '(none)'} -> {fp}  line {line}: "
-                  f"{text[:90]}{'...' if len(text) > 90 else ''}")
-            if c.fingerprint and locate(cid, c.document, c.source, c.fingerprint,
-                                        docs[c.document]).status == "found":
-                print(f"  {'':<9} (the sentence its entry holds is still on its lines; "
-                      "--write would pin it to this one instead)")
-        if args.write:
-            print(f"{write_fingerprints(REGISTRY_DIR, moved)} fingerprints written in the "
-                  f"section files under {REGISTRY_DIR}")
-        elif moved:
-            print("(--write writes them; --claim ID --write writes one claim's alone)")
-        return 1 if unpinned and args.claim else 0
-    locs = locate_all(registry, paths)
-    counts = {s: sum(1 for loc in locs if loc.status == s) for s in STATUSES}
-    print(", ".join(f"{s} {n}" for s, n in counts.items() if n) + f" ({len(locs)} claims)")
-    for loc in locs:
-        if loc.status != "found":
-            print(f"  {loc.id:<9} {loc.status:<8} {loc.recorded}"
-                  + (f" -> line {loc.line}" if loc.line else "") + (f": {loc.reason}" if loc.reason else ""))
-    return 0

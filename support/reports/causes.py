@@ -134,10 +134,10 @@ def _declared() -> dict[str, list[str]]:
     """{claim id: the machine facts its entry says its figures follow}, from this checkout's
     registry (a report written before reports carried them, or by a run that predates the
     entry's ``machine``, is read with today's knowledge)."""
-    from support.rules.registry import RegistryError, load_registry
+    from support.rules.entries import EntryError, load_entries
     try:
-        return {cid: list(c.machine) for cid, c in load_registry().items() if c.machine}
-    except (RegistryError, OSError):
+        return {cid: list(c.machine) for cid, c in load_entries().items() if c.machine}
+    except (EntryError, OSError):
         return {}
 
 

@@ -1,12 +1,9 @@
-"""What changed between two runs, and keeping a run in ``claims/history/``.
+"""What changed between two runs: ``python -m support diff OLD NEW`` (support/commands/diff.py).
 
-    python -m support diff OLD NEW [--md PATH] [--html PATH] [--count-timing]
-    python -m support keep RUN --label NAME [--machine NAME] [--note TEXT]
-
-``diff``: OLD and NEW are each a ``claims.json``, a folder holding one (a tox env's
+OLD and NEW are each a ``claims.json``, a folder holding one (a tox env's
 ``reports/<env>/``, a ``claims/history/<run>/``), or ``last`` (the newest run kept in
 ``claims/history/``; ``last:LABEL`` the newest kept with that label, e.g. ``last:latest``).
-It prints
+The comparison finds
 
 * **changes**: a verdict that changed (or stayed, but known in one run and unexpected in the
   other), a claim that became not-applicable or partial (or stopped being), a stated figure
@@ -18,23 +15,18 @@ It prints
 * **environment**: the versions and machine facts that differ.
 
 The comparison is :func:`support.reports.runs.differences` on the two runs, read in the OLD -> NEW
-direction. Exit status: 1 when a claim changed, 0 when none did (differing versions alone
-are not a change: a release that moves no sentence passes), 2 when an input is unreadable.
-
-``keep``: copies a run's ``claims.json``, ``claims.md`` and benchmark JSON into
-``claims/history/<date>-<label>-<machine>/`` with a generated ``NOTE.md`` (environment,
-verdict counts, wall time, your note), so the next ``diff last ...`` compares against it.
+direction, each change labelled by its cause (support/reports/causes.py). The command's exit
+status: 1 when a claim changed, 0 when none did (differing versions alone are not a change: a
+release that moves no sentence passes), 2 when an input is unreadable. A run kept in
+``claims/history/`` for the next ``diff last ...`` is support/reports/keep.py's.
 """
 from __future__ import annotations
 
-import datetime
 import json
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from support.machine import fingerprint
 from support.reports import causes, matrix, page, runs
 from support.rules import tolerances
 
@@ -203,7 +195,7 @@ def compare(old: runs.Run, new: runs.Run, count_timing: bool = False) -> dict:
         if a.env.get("suite_commit") != b.env.get("suite_commit") else []
     env += [(k, vals[0], vals[1]) for k, vals in runs.fingerprint_rows([a, b])
             if k not in NOT_ENV and vals[0] != vals[1]]
-    return {"old": _describe(old), "new": _describe(new), "changes": counted,
+    return {"old": describe_run(old), "new": describe_run(new), "changes": counted,
             "timing": timing, "environment": env,
             "ran_in_old_only": [g["id"] for g in gaps if g["ran"] == ["old"]],
             "ran_in_new_only": [g["id"] for g in gaps if g["ran"] == ["new"]]}
@@ -247,7 +239,9 @@ def _verdict_kind(old: str, new: str) -> str:
     return "verdict changed"
 
 
-def _describe(run: runs.Run) -> dict:
+def describe_run(run: runs.Run) -> dict:
+    """A run as the diff and a kept run's note show it: its path, label, selection, verdict
+    counts, commit and wall time."""
     sel = runs.selection(run.data)
     return {"path": str(run.path), "name": run.name, "label": run.label,
             "selection": sel.text(), "full": sel.full, "not_run": len(sel.not_run),
@@ -331,9 +325,10 @@ def _verdict_line(res: dict) -> str:
 def document(res: dict) -> list:
     """The differences as page blocks (support/reports/page.py renders Markdown and HTML)."""
     o, n = res["old"], res["new"]
-    out: list = [page.Bullets([f"OLD: {o['path']} ({o['label']}; {o['selection']}): " + _counts(o),
-                               f"NEW: {n['path']} ({n['label']}; {n['selection']}): " + _counts(n)]
-                              + ([res["chosen"]] if res.get("chosen") else []))]
+    out: list = [page.Bullets(
+        [f"OLD: {o['path']} ({o['label']}; {o['selection']}): " + verdict_counts(o),
+         f"NEW: {n['path']} ({n['label']}; {n['selection']}): " + verdict_counts(n)]
+        + ([res["chosen"]] if res.get("chosen") else []))]
     if res["changes"]:
         out.append(page.Para(_verdict_line(res) + "."))
     if res["environment"]:
@@ -362,129 +357,6 @@ def html_page(res: dict) -> str:
     return page.html_page("What changed", document(res))
 
 
-def _counts(run: dict) -> str:
+def verdict_counts(run: dict) -> str:
+    """'holds 300, fails 2, ...' of a described run (:func:`describe_run`)."""
     return ", ".join(f"{k} {v}" for k, v in run["summary"].items()) or "no verdicts"
-
-
-def run(command: str, args) -> int:
-    """``python -m support diff|keep ...`` (see :func:`arguments`)."""
-    return keep_main(args) if command == "keep" else diff_main(args)
-
-
-def diff_main(args) -> int:
-    try:
-        old, new, chosen = load_pair(args.old, args.new)
-    except DiffError as exc:
-        print(f"diff: {exc}")
-        return 2
-    res = compare(old, new, count_timing=args.count_timing)
-    res["chosen"] = chosen
-    print(text(res), end="")
-    for path, render in ((args.md, markdown), (args.html, html_page)):
-        if path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(res))
-            print(f"written: {path}")
-    fail = failing(res, args.fail_on)
-    if args.fail_on != "any":
-        print(f"exit status: {len({r['id'] for r in fail})} claim(s) changed by a "
-              f"{args.fail_on} (--fail-on {args.fail_on})")
-    return 1 if fail else 0
-
-
-# --------------------------------------------------------------------------- keeping
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", str(text)).strip("-").lower()[:40]
-
-
-def machine_name(env: dict) -> str:
-    """A short machine description from a fingerprint: its accelerator, else its CPU count."""
-    acc = [d.get("name", "") for d in env.get("devices", []) if d.get("type") not in ("cpu", "error")]
-    if acc:
-        return _slug(acc[0].replace("NVIDIA", "")) or "gpu"
-    cores = (env.get("threads") or {}).get("cpu_count")
-    # AVX-512 kernels round some figures otherwise (a claim's entry's machine = [...])
-    wide = "-avx512" if fingerprint.simd(env).startswith("X86_V4") else ""
-    return (f"cpu{cores}core" if cores else "cpu") + wide
-
-
-def keep(run: Path, label: str, machine: str | None = None, note: str = "",
-         history: Path = runs.HISTORY, date: str | None = None) -> Path:
-    """Copy a run's report into ``history/<date>-<label>[-<tiers>]-<machine>/`` with a
-    NOTE.md. A partial run's folder says so after its label (``-fast``, the tiers it ran,
-    or ``-partial``), so that it never stands for a full run of the same label."""
-    src = Path(run)
-    folder = src.parent if src.is_file() else src
-    found = load_run(folder)
-    cj = folder / "claims.json"
-    date = date or datetime.date.fromtimestamp(cj.stat().st_mtime).isoformat()
-    tag = runs.selection(found.data).tag()
-    name = "-".join(x for x in (date, _slug(label), tag, _slug(machine or machine_name(found.env)))
-                    if x)
-    dest = history / name
-    if dest.exists():
-        raise DiffError(f"{dest} exists already: choose another --label or --machine")
-    dest.mkdir(parents=True)
-    shutil.copy2(cj, dest / "claims.json")
-    if (folder / "claims.md").exists():
-        shutil.copy2(folder / "claims.md", dest / "claims.md")
-    for bench in found.benchmarks:
-        shutil.copy2(bench["_file"], dest / Path(bench["_file"]).name)
-    (dest / "NOTE.md").write_text(_note(found, label, note))
-    return dest
-
-
-def _note(run: runs.Run, label: str, note: str) -> str:
-    env, v = run.env, run.env.get("versions", {})
-    acc = ", ".join(f"{d.get('type')}: {d.get('name')}" for d in env.get("devices", [])
-                    if d.get("type") not in ("cpu", None)) or "none"
-    sel = runs.selection(run.data)
-    facts = fingerprint.machine_facts(env)
-    lines = [f"# {label}: {run.label}", "",
-             "* versions: " + ", ".join(f"{k} {v[k]}" for k in
-                                          ("torch", "jax", "jaxlib", "optax", "numpy", "scipy",
-                                           "scikit-learn") if k in v),
-             f"* Python {env.get('python')} on {env.get('platform')}; CPU {env.get('cpu')} "
-             f"({(env.get('threads') or {}).get('cpu_count')} cores); accelerators: {acc}",
-             "* the CPU as the figures see it: " + "; ".join(
-                 f"{k} {facts[k]}" for k in ("cpu vector level", "numpy argsort (int64)",
-                                             "blas kernels") if facts[k]),
-             f"* selection: {sel.text()}"
-             + (f": {', '.join(sel.not_run)}" if sel.not_run and not sel.full else ""),
-             f"* verdicts: {_counts(_describe(run))}",
-             f"* pytest wall time: {run.data.get('elapsed_s')} s; suite commit "
-             f"{env.get('suite_commit')}",
-             f"* kept with `python -m support keep` from "
-             f"`{run.path.parent.name}/{run.path.name}`"]
-    if note:
-        lines += ["", note]
-    return "\n".join(lines) + "\n"
-
-
-def keep_main(args) -> int:
-    try:
-        dest = keep(args.run, args.label, args.machine, args.note or "")
-    except DiffError as exc:
-        print(f"keep: {exc}")
-        return 2
-    print(f"kept: {dest}")
-    return 0
-
-
-def arguments(command: str, parser) -> None:
-    """The options of ``diff`` and of ``keep``."""
-    if command == "keep":
-        parser.add_argument("run", type=Path, help="a claims.json or its folder, e.g. reports/latest")
-        parser.add_argument("--label", required=True, help="what ran, e.g. latest or the tox env")
-        parser.add_argument("--machine", help="where it ran (default: from the run's fingerprint)")
-        parser.add_argument("--note", help="a line for NOTE.md: the command, the scope, anything odd")
-        return
-    parser.add_argument("old", help="claims.json, its folder, or 'last' / 'last:LABEL' (claims/history)")
-    parser.add_argument("new", help="claims.json, its folder, or 'last' / 'last:LABEL'")
-    parser.add_argument("--md", type=Path, help="also write the differences as Markdown")
-    parser.add_argument("--html", type=Path, help="also write them as one self-contained HTML page")
-    parser.add_argument("--count-timing", action="store_true",
-                        help="count changes of timing claims too (they move with the load)")
-    parser.add_argument("--fail-on", choices=("any", "release"), default="any",
-                        help="what makes the exit status 1: any counted change (default), or "
-                             "only changes caused by a release (the release watch)")

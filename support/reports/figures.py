@@ -2,11 +2,12 @@
 
     python -m support figures reports/claims.json [more claims.json ...] -o reports/figures
 
-Needs matplotlib (the optional extra ``figures``: ``pip install -e '.[figures]'``). Every
-figure is drawn from ``claim.record`` values in ``claims.json`` (one line per run when
-several are given) and marks the figures the notes state (black crosses, dashed lines)
-next to the measured ones. A series that a run did not record gives a panel that says
-"not measured in this run" instead of failing: the figures never stop a report.
+(support/commands/figures.py). Needs matplotlib (the optional extra ``figures``:
+``pip install -e '.[figures]'``). Every figure is drawn from ``claim.record`` values in
+``claims.json`` (one line per run when several are given) and marks the figures the notes
+state (black crosses, dashed lines) next to the measured ones. A series that a run did not
+record gives a panel that says "not measured in this run" instead of failing: the figures
+never stop a report.
 
 Which measurement feeds which figure: :data:`support.reports.figure_data.DRAWN` (claim ID: the recorded names each
 figure reads); the figures themselves are in :mod:`support.reports.panels`.
@@ -16,9 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from support.reports.plotting import empty, png as to_png, pyplot
-
-# what the figures command needs beyond the suite (support/cli.py checks it first)
-NEEDS = ("matplotlib",)
 
 
 def draw_all(runs, out: Path | None = None) -> list[dict]:
@@ -45,19 +43,3 @@ def draw_all(runs, out: Path | None = None) -> list[dict]:
         result.append({"name": name, "title": title, "file": str(path) if path else f"{name}.png",
                        "png": png, "note": note})
     return result
-
-
-def arguments(command: str, parser) -> None:
-    parser.add_argument("reports", nargs="+", type=Path, help="claims.json files (or their folders)")
-    parser.add_argument("-o", "--out", type=Path, default=Path("reports/figures"))
-
-
-def run(command: str, args) -> int:
-    import json
-    runs = []
-    for p in args.reports:
-        p = p / "claims.json" if p.is_dir() else p
-        runs.append((p.parent.name, json.loads(p.read_text()), []))
-    for f in draw_all(runs, args.out):
-        print(f"{f['file']}: {f['title']}" + (f" ({f['note']})" if f["note"] else ""))
-    return 0

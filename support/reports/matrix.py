@@ -22,9 +22,10 @@ import json
 from pathlib import Path
 
 from support.reports import page
-from support.reports.report import control_text
-from support.reports.runs import (Run, _known, _sections, benchmark_rows, cell_value, coverage_gaps,
-                   default_inputs, differences, fingerprint_rows, load)
+from support.reports.benchmarks import benchmark_rows
+from support.reports.controlled import control_text
+from support.reports.runs import (Run, _known, _sections, cell_value, coverage_gaps,
+                                  default_inputs, differences, fingerprint_rows, load)
 
 
 def _bench_cells(g: dict) -> tuple:
@@ -138,27 +139,3 @@ def build(inputs: list[Path] | None, out: Path, figures: bool = True) -> dict:
         "problems": problems}, indent=1, default=repr))
     return {"runs": runs, "differences": diffs, "benchmarks": bench, "figures": figs,
             "paths": [md, html_path, out / "matrix.json"], "problems": problems}
-
-
-def arguments(command: str, parser) -> None:
-    parser.add_argument("inputs", nargs="*", type=Path,
-                        help="claims.json files, run folders or benchmark JSON (default: "
-                             "claims/history/* and reports/*/claims.json)")
-    parser.add_argument("-o", "--out", type=Path, default=Path("reports/matrix"))
-    parser.add_argument("--no-figures", action="store_true", help="skip the matplotlib figures")
-
-
-def run(command: str, args) -> int:
-    res = build(args.inputs, args.out, figures=not args.no_figures)
-    print(f"{len(res['runs'])} runs: " + ", ".join(f"{r.name} ({r.label})" for r in res["runs"]))
-    kinds: dict[str, int] = {}
-    for d in res["differences"]:
-        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
-    print("differences: " + (", ".join(f"{k} {n}" for k, n in kinds.items()) or "none"))
-    for d in res["differences"][:40]:
-        print(f"  {d['id']:<9} {d['kind']:<20} {d['detail'][:150]}")
-    for pr in res["problems"]:
-        print(f"  note: {pr['path']}: {pr['problem']}")
-    print("written: " + ", ".join(str(p) for p in res["paths"]) +
-          (f", {len(res['figures'])} figures" if res["figures"] else ""))
-    return 0

@@ -70,7 +70,7 @@ def adam_paths(runs) -> tuple[bytes, str]:
         empty(ax, "Adam paths (ADAM-09)")
         ax.set_title("Optimizer paths on the bowl")
         return png(fig), NOT_MEASURED
-    try:  # the bowl's contours are the setup, not a measurement: drawn from support.bowl
+    try:  # the bowl's contours are the setup, not a measurement: drawn from support.lab.bowl
         import numpy as np
         from support.lab import bowl
         xs, ys = np.meshgrid(np.linspace(-4.5, 1, 120), np.linspace(-2, 2, 120))

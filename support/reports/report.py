@@ -1,6 +1,7 @@
 """The stated-vs-measured report: ``claims.json``, ``claims.md`` and the terminal summary.
 
-``python -m support show reports/claims.json`` prints a saved report again.
+``python -m support show reports/claims.json`` prints a saved report again
+(support/commands/show.py).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from support.machine import devices, fingerprint
 from support.reports import kept as kept_runs, runs
+from support.reports.controlled import control_text, controls_lines
 from support.rules import verdicts
 from support.rules.formatting import fmt as _fmt, md_cell as _md_cell
 
@@ -58,7 +60,7 @@ def _figure_label(f) -> str:
 def _stated(c) -> str:
     if c.figures:
         return "; ".join(f"{_figure_label(f)}: {f.rule()}" for f in c.all_figures())
-    return c.stated
+    return c.notes_words
 
 
 def _entry(c, recs: list[dict], collected: list[str], static: list[str]) -> dict:
@@ -285,7 +287,8 @@ def write(data: dict, out: Path) -> list[Path]:
     return [j, m]
 
 
-def _known(e: dict) -> str:
+def known_tag(e: dict) -> str:
+    """' [known]' when the verdict is the one claims/expectations.toml expects."""
     return " [known]" if e["expected"] and e["expected"]["verdict"] == e["verdict"] else ""
 
 
@@ -312,7 +315,7 @@ def terminal(tr, data: dict, paths: list[Path], history: Path | None = None) -> 
     if bad:
         tr.write_line("")
     for e in bad:
-        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 400)}")
+        tr.write_line(f"{e['id']:<9} {e['verdict']:<12}{known_tag(e)} {clip(reason_text(e), 400)}")
     kept = kept_lines(data, evidence)
     if kept:
         tr.write_line("")
@@ -371,84 +374,6 @@ def timing_lines(data: dict) -> list[str]:
     return lines
 
 
-# the verdicts whose "holds" a control must back (a claim that fails or drifts needs none)
-CONTROLLED_VERDICTS = ("holds", "partial", "inconclusive")
-
-
-def control_text(e: dict) -> str:
-    """ " · controlled (NAME)" / " · uncontrolled: why" for a claim that holds, from the
-    last controls run (support/harness/controls.py); a control that did not run in it is
-    shown by its last outcome and the run (commit, date) that produced it. "" where that
-    does not apply."""
-    c = e.get("control")
-    if e.get("verdict") not in CONTROLLED_VERDICTS or c is None:
-        return ""
-    later = earlier_text(c.get("not_run_this_time") or {})
-    if c["state"] == "controlled":
-        far = ("; every figure its controls moved landed far past its line, none at the "
-               "sentence's own scale") if c.get("scale") == "far" else ""
-        ran = [n for n in c["controls"] if n in (c.get("outcomes") or {})]
-        return f" · controlled ({', '.join(ran)}{far})" + (
-            f"; not run this time: {later}" if later else "")
-    if c["state"] == NOT_RUN_THIS_TIME:
-        return f" · {NOT_RUN_THIS_TIME}: {later}"
-    why = c.get("reason") or {"uncontrolled": "no control written",
-                              "survived": "a control survived: the test cannot see it",
-                              "broken": "its control broke the test",
-                              "undecided": "its control's run was too disturbed by other work "
-                                           "to decide (a busy machine)"}.get(c["state"], "")
-    return f" · uncontrolled: {why}" + (f"; not run this time: {later}" if later else "")
-
-
-# the state of a claim none of whose controls ran in the controls run (left to a later
-# rotation, its device absent): judged by their last outcomes, shown with the run that
-# produced each (support/harness/controls.py)
-NOT_RUN_THIS_TIME = "not run this time"
-
-
-def earlier_text(earlier: dict) -> str:
-    """The controls that did not run this time, each by its last outcome and the run that
-    produced it ("name: red at 3c3a40b0, 2026-12-01"), or why there is none."""
-    parts = []
-    for name, e in earlier.items():
-        if e.get("outcome"):
-            parts.append(f"{name}: last {e['outcome']} at {str(e.get('commit') or '?')[:8]}, "
-                         f"{str(e.get('date') or '?')[:10]}")
-        else:
-            parts.append(f"{name}: {e.get('why') or 'not run'}, no earlier outcome recorded "
-                         "on this machine")
-    return "; ".join(parts)
-
-
-def controls_lines(data: dict) -> list[str]:
-    """What the last negative-controls run says of this run's holding claims."""
-    run = data.get("controls")
-    if not run:
-        return ["controls: no negative-controls run beside this report "
-                "(python -m support controls marks each holding claim controlled or not)"]
-    held = [e for e in data["claims"] if e.get("verdict") in CONTROLLED_VERDICTS]
-    state = {}
-    for e in held:
-        s = (e.get("control") or {}).get("state", "uncontrolled")
-        state.setdefault(s, []).append(e["id"])
-    n = len(state.get("controlled", []))
-    head = (f"controls (run at {str(run.get('suite_commit') or '?')[:12]}, "
-            f"{run.get('wall_s', '?')} s): {n} of {len(held)} claims that hold, are partial or "
-            f"inconclusive are controlled (the last run of every control of theirs did what "
-            f"it declares: red, green or level)")
-    out = [head]
-    for s in (NOT_RUN_THIS_TIME, "survived", "broken", "undecided", "uncontrolled"):
-        if state.get(s):
-            what = (f"{s} (judged by their last outcomes, in the claims report)"
-                    if s == NOT_RUN_THIS_TIME else s)
-            out.append(f"  {what}: {', '.join(sorted(state[s]))}")
-    far = sorted(e["id"] for e in held if (e.get("control") or {}).get("scale") == "far")
-    if far:
-        out.append("  controlled only far past their lines (no control at the sentence's own "
-                   f"scale): {', '.join(far)}")
-    return out
-
-
 def data_line(env: dict) -> str:
     """Which concrete data the run read (a named path, the cache or the suite's own copy)."""
     d = env.get("concrete_data") or {}
@@ -473,26 +398,3 @@ def notes_lines(n: dict) -> list[str]:
     out += [f"  {c['id']:<9} {c['status']:<8} {c['document']} {c['recorded']}"
             + (f" (now line {c['line']})" if c.get("line") else "") for c in n["changed"]]
     return out
-
-
-def arguments(command: str, parser) -> None:
-    parser.add_argument("path", type=Path, help="a claims.json (or its folder)")
-    parser.add_argument("--summary", action="store_true", help="only the verdict counts")
-
-
-def run(command: str, args) -> int:
-    path = args.path / "claims.json" if args.path.is_dir() else args.path
-    data = json.loads(path.read_text())
-    print(summary_line(data))
-    evidence = kept_runs.evidence(data)
-    for line in selection_lines(data, evidence)[:1 if args.summary else None]:
-        print(line)
-    if args.summary:
-        return 0
-    for e in not_holding(data):
-        print(f"{e['id']:<9} {e['verdict']:<12}{_known(e)} {clip(reason_text(e), 300)}")
-    for line in kept_lines(data, evidence):
-        print(line)
-    for line in timing_lines(data):
-        print(line)
-    return 0

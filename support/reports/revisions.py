@@ -37,7 +37,7 @@ from support.paths import ROOT
 
 # the fields of an entry a verdict follows from
 JUDGED = ("kind", "tier", "status", "applies", "requires", "figures", "module")
-# what an entry that leaves a field out means by it (support/rules/registry.py)
+# what an entry that leaves a field out means by it (support/rules/entries.py)
 DEFAULTS = {"status": "testable", "applies": {}, "requires": [], "figures": [], "module": {}}
 # prose of a figure, of an expectation
 PROSE = ("why", "reason", "erratum")

@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from support.paths import CLAIMS
-from support.rules.registry import RegistryError, _check_versions, version_mismatch
+from support.rules.entries import EntryError, _check_versions, version_mismatch
 
 EXPECTATIONS = CLAIMS / "expectations.toml"
 
@@ -148,7 +148,7 @@ class Expectation:
         return [m] if isinstance(m, str) and m else list(m or [])
 
     def matches(self, outcome) -> bool:
-        """Whether ``outcome`` (a support.verdicts.Outcome of this verdict) is the failure
+        """Whether ``outcome`` (a support.rules.verdicts.Outcome of this verdict) is the failure
         this entry names."""
         if outcome.verdict != self.verdict:
             return False
@@ -209,7 +209,7 @@ def load_expectations(path: Path = EXPECTATIONS, registry: dict | None = None) -
         _check_versions(where, entry.get("versions", {}), errors)
         out.append(exp)
     if errors:
-        raise RegistryError("expectations file is invalid:\n  " + "\n  ".join(errors))
+        raise EntryError("expectations file is invalid:\n  " + "\n  ".join(errors))
     return out
 
 

@@ -6,7 +6,7 @@ they cover; a file's entries follow the order of their sentences; a claim's test
 section's test module (or the one module its entry names, with why).
 
 :func:`plan` and :func:`write` put a new claim in its place (``python -m support new-claim``,
-in support/harness/contributor.py, pins it to its sentence between the two). The section is
+in support/commands/new_claim.py, pins it to its sentence between the two). The section is
 named by its file (``08_pytorch_records_a_tape``, ``lecture/08``, ``sheet/01_key_ideas_07``) or
 by its heading or part (``"PyTorch records a tape"``, ``Modes``). The ID is the one given, or
 the next free ID of the prefix most of the section's claims have (``--prefix`` for another); an ID the catalogue
@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 from support.paths import CLAIMS, ROOT
-from support.rules import registry as reg
+from support.rules import entries as reg
 
 # the catalogue the registry began from, where CI keeps it beside the checkout; the section
 # files are the list of claims, and the catalogue is compared with them only where present
@@ -99,7 +99,7 @@ def misplaced(registry, markers) -> list[str]:
 def find_section(name: str, claims: Path = CLAIMS) -> Path:
     """The section file that ``name`` names: its heading or part, or its file's name or the
     start of it (``08``, ``lecture/08``, ``01_key_ideas_07``)."""
-    files = reg.registry_files(claims)
+    files = reg.section_files(claims)
     key = name.strip().strip("/").removesuffix(".toml").lower()
     hits = []
     for path in files:
@@ -215,13 +215,13 @@ def _insert_entry(toml: Path, text: str, document: str, source: str) -> list[str
 def _insert_stub(module: Path, stub: str, later: list[str], header: str) -> None:
     if not module.exists():
         module.write_text(f'"""{header}"""\nimport pytest\n\n'
-                          "from support.harness.controls import control\n", encoding="utf-8")
+                          "from support.rules.controls import control\n", encoding="utf-8")
     text = module.read_text(encoding="utf-8")
     lines = text.split("\n")
     tree = ast.parse(text)
     need = [imp for imp, present in (
         ("import pytest", re.search(r"(?m)^import pytest$", text)),
-        ("from support.harness.controls import control",
+        ("from support.rules.controls import control",
          re.search(r"(?m)^from support\.harness\.controls import control$", text))) if not present]
     at = None
     for node in tree.body:
@@ -253,7 +253,7 @@ def plan(section: str, source: str, paraphrase: str, cid: str | None = None,
     """Everything :func:`write` needs, checked before anything is written: the section file,
     its document, the ID (given, or the next free one) and the source as it will be written
     (marked suite-added where the catalogue lacks the ID)."""
-    registry = reg.load_registry(claims)
+    registry = reg.load_entries(claims)
     if cid and prefix:
         raise ScaffoldError("give --id or --prefix, not both")
     if kind not in reg.KINDS or tier not in reg.TIERS:
@@ -303,5 +303,5 @@ def write(planned: dict, fingerprint: str = "", name: str | None = None) -> tupl
     title = "Lecture" if planned["document"] == "lecture" else "Summary sheet"
     _insert_stub(module, stub_text(cid, planned["paraphrase"], name), later,
                  f"{title}, {where} ({head['lines']}).")
-    reg.load_registry(toml.parent.parent)        # the files still load: the entry is well formed
+    reg.load_entries(toml.parent.parent)        # the files still load: the entry is well formed
     return toml, module, name

@@ -36,7 +36,7 @@ def static_claim_markers(root: Path = ROOT) -> dict[str, list[str]]:
 
 
 # calls through which a test compares a registry figure: claim.check(name, ...),
-# claim.figure(name), timing.check_ratio(claim, name, ...), timing.settle(claim, name, ...),
+# claim.figure(name), timed.check_ratio(claim, name, ...), timed.settle(claim, name, ...),
 # properties.check_rounding(claim, name, ...)
 _FIGURE_CALLS = {"check": 0, "figure": 0, "decided": 0, "check_ratio": 1, "settle": 1,
                  "check_rounding": 1}
@@ -114,7 +114,7 @@ def _does_nothing(fn) -> bool:
 
 def static_controls(root: Path = ROOT) -> list[StaticControl]:
     """Every negative, positive and level control under claims/, found by reading the source
-    (support/harness/controls.py registers them when a module is imported; this sees them
+    (support/rules/controls.py registers them when a module is imported; this sees them
     without importing torch or JAX)."""
     found = []
     for path in sorted((root / "claims").rglob("test_*.py")):

@@ -15,18 +15,18 @@ from pathlib import Path
 import pytest
 
 from support.paths import CLAIMS, ROOT
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import sources
 from support.rules.scaffold import entries_out_of_order, misplaced, sections_out_of_order
 
 
 @pytest.fixture(scope="module")
 def registry():
-    return reg.load_registry()
+    return reg.load_entries()
 
 
 def test_the_section_files_follow_the_documents_order():
-    files = reg.registry_files()
+    files = reg.section_files()
     assert len(files) >= 32
     assert not sections_out_of_order(files)
 
@@ -38,7 +38,7 @@ def test_the_order_lint_sees_a_section_out_of_place(tmp_path):
 
 
 def test_every_section_file_pairs_with_its_test_module_and_nothing_else_lives_there(registry):
-    tomls = {p.with_name(f"test_{p.stem}.py") for p in reg.registry_files()}
+    tomls = {p.with_name(f"test_{p.stem}.py") for p in reg.section_files()}
     modules = {p for doc in reg.DOCUMENTS for p in (CLAIMS / doc).rglob("test_*.py")}
     assert not modules - tomls, f"test modules with no section file: {sorted(modules - tomls)}"
     tested = {Path(ROOT / c.test_module) for c in registry.values() if c.status == "testable"}
@@ -50,7 +50,7 @@ def test_every_section_file_pairs_with_its_test_module_and_nothing_else_lives_th
 
 
 def test_each_files_claims_sit_in_the_order_of_their_sentences():
-    bad = [b for b in map(entries_out_of_order, reg.registry_files()) if b]
+    bad = [b for b in map(entries_out_of_order, reg.section_files()) if b]
     assert not bad, "claims out of the order of their sentences:\n  " + "\n  ".join(bad)
 
 

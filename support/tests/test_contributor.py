@@ -33,10 +33,10 @@ from pathlib import Path
 
 import pytest
 
-from support.harness import contributor
+from support.commands import claim_checks
 from support.notes import locate as notes
 from support.paths import ROOT
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import scaffold
 from support.tests.test_notes import NEEDS_NOTES
 
@@ -190,7 +190,7 @@ def test_a_new_sentence_takes_the_contributors_path(tmp_path):
     line = int(re.search(r"--source L:(\d+)", command).group(1))
     lecture = _notes_with(sentence, line, tmp_path / "lecture.txt")
     notes_arg = ["--notes", f"lecture={lecture}"]
-    registry = reg.load_registry()
+    registry = reg.load_entries()
     expected = scaffold.next_id("TAPE", set(registry))
     before = {p: p.read_bytes() for p in (copy / "claims").rglob("*") if p.is_file()}
 
@@ -307,7 +307,7 @@ def _tiny(root: Path, entry: str = "", test: str = "") -> Path:
         'paraphrase = "q"\nkind = "h"\ntier = "fast"\nstatus = "not-testable"\n'
         'reason = "It is a matter of taste, which no test can decide."\n'))
     (root / "claims" / "lecture" / "test_01_s.py").write_text(
-        "import pytest\nfrom support.harness.controls import control\n\n\n"
+        "import pytest\nfrom support.rules.controls import control\n\n\n"
         + (test or '@pytest.mark.claim("AB-01")\ndef test_n(claim):\n    claim.check("n", 3)\n\n\n'
                    '@control("AB-01", what="three becomes four in the library")\n'
                    'def four(mp):\n    mp.setattr("math.pi", 4)\n'))
@@ -315,9 +315,9 @@ def _tiny(root: Path, entry: str = "", test: str = "") -> Path:
 
 
 def _fails(root: Path, cid: str = "AB-01") -> dict[str, list[str]]:
-    found = contributor.check_claims([cid], root=root, catalogue=root / "none.md")[cid]
+    found = claim_checks.check_claims([cid], root=root, catalogue=root / "none.md")[cid]
     return {c: [f.text for f in found if f.check == c and f.status == "FAIL"]
-            for c in contributor.CHECKS}
+            for c in claim_checks.CHECKS}
 
 
 def test_check_claim_passes_a_claim_in_place(tmp_path):

@@ -1,4 +1,4 @@
-"""Negative controls (support/harness/controls.py, control_options.py): a control that turns
+"""Negative controls (support/rules/controls.py, control_summary.py, control_options.py): a control that turns
 its claim red is counted, one that leaves it holding is reported as surviving, one that crashes
 the test as broken; test-scope controls stay out of shared fixtures, process-scope ones reach
 them; a test's figures are looked up by its own variant id under a control.
@@ -11,7 +11,9 @@ import textwrap
 
 import pytest
 
-from support.harness import controls as ctl
+from support.harness import claim_modules, device_marks
+from support.rules import control_summary as summ
+from support.rules import controls as ctl
 from support.tests import tiny_registry
 
 REGISTRY = """
@@ -40,7 +42,7 @@ figures = [{ name = "shared", stated = "3.0", tol = "exact" }]
 TESTS = '''
 import sys
 import pytest
-from support.harness.controls import control
+from support.rules.controls import control
 
 def subject():
     return 2.0
@@ -110,7 +112,7 @@ def suite(pytester, monkeypatch):
     (pytester.path / "expect.toml").write_text("")
     pytester.makeini(textwrap.dedent("""
         [pytest]
-        claims_registry = reg
+        claims_folder = reg
         claims_expectations = expect.toml
         addopts = -p support.harness.plugin -p support.harness.control_options -p no:cacheprovider
     """))
@@ -155,11 +157,11 @@ def test_a_claim_is_controlled_only_when_every_control_did_what_it_declared():
     registry = {"XX-01": type("C", (), {"kind": "a", "status": "testable",
                                         "control_reason": ""})()}
     red, green = result("a", "red"), result("p", "green", "holds")
-    assert ctl.summarise([red, green], registry, None)["XX-01"]["state"] == "controlled"
-    summary = ctl.summarise([red, result("b", "survived")], registry, None)["XX-01"]
+    assert summ.summarise([red, green], registry, None)["XX-01"]["state"] == "controlled"
+    summary = summ.summarise([red, result("b", "survived")], registry, None)["XX-01"]
     assert summary["state"] == "survived"           # one red control is not enough
     assert summary["outcomes"] == {"a": "red", "b": "survived"}
-    assert ctl.summarise([red, result("q", "stayed red", "holds")], registry,
+    assert summ.summarise([red, result("q", "stayed red", "holds")], registry,
                          None)["XX-01"]["state"] == "survived"
 
 
@@ -168,27 +170,27 @@ def test_a_control_left_to_a_later_rotation_is_judged_by_its_last_outcome(tmp_pa
     shows its last outcome on this machine and the run (commit, date) that produced it, and
     says "not run this time", never "uncontrolled"; "uncontrolled" is for a claim with no
     control, or whose last controls did not do as declared."""
-    from support.reports import report
+    from support.reports import controlled
     registry = {cid: type("C", (), {"kind": "c", "status": "testable", "control_reason": ""})()
                 for cid in ("XX-01", "XX-02", "XX-03", "XX-04")}
     ledger = tmp_path / "ledger.json"
     earlier = [{"name": "a", "results": {"XX-01": {"outcome": "red", "evidence": "e",
                                                     "near": True}}},
                {"name": "b", "results": {"XX-02": {"outcome": "survived", "evidence": "e"}}}]
-    ctl.remember(earlier, "3c3a40b0ffff", "2026-12-01T10:00:00+00:00", ledger)
+    summ.remember(earlier, "3c3a40b0ffff", "2026-12-01T10:00:00+00:00", ledger)
     # a later run in which "a" did not run (device absent) keeps its red
     skipped = [{"name": "a", "results": {"XX-01": {"outcome": "not run", "evidence": "no GPU"}}}]
-    kept = ctl.remember(skipped, "9d00f1e0ffff", "2026-12-02T10:00:00+00:00", ledger)
+    kept = summ.remember(skipped, "9d00f1e0ffff", "2026-12-02T10:00:00+00:00", ledger)
     assert kept["a"]["XX-01"]["outcome"] == "red" and kept["a"]["XX-01"]["commit"] == "3c3a40b0ffff"
-    assert ctl.read_ledger(ledger) == kept
+    assert summ.read_ledger(ledger) == kept
     known = {"XX-01": ["a"], "XX-02": ["b"], "XX-03": ["c"]}
-    summary = ctl.summarise([], registry, None, known, kept, left=("a", "b", "c"))
+    summary = summ.summarise([], registry, None, known, kept, left=("a", "b", "c"))
     one = summary["XX-01"]
     assert one["state"] == "not run this time" and one["scale"] == "near"
     assert one["not_run_this_time"]["a"] == {"outcome": "red", "commit": "3c3a40b0ffff",
                                              "date": "2026-12-01T10:00:00+00:00",
                                              "why": "left to a later rotation"}
-    text = report.control_text({"verdict": "holds", "control": one})
+    text = controlled.control_text({"verdict": "holds", "control": one})
     assert "not run this time" in text and "red at 3c3a40b0, 2026-12-01" in text
     assert "uncontrolled" not in text
     # the last run of a control survived: uncontrolled, whenever it ran
@@ -196,16 +198,16 @@ def test_a_control_left_to_a_later_rotation_is_judged_by_its_last_outcome(tmp_pa
     # a control never run here: not run this time, with nothing to show, not uncontrolled
     three = summary["XX-03"]
     assert three["state"] == "not run this time"
-    assert "no earlier outcome" in report.control_text({"verdict": "holds", "control": three})
+    assert "no earlier outcome" in controlled.control_text({"verdict": "holds", "control": three})
     # no control at all: uncontrolled
     assert summary["XX-04"]["state"] == "uncontrolled"
     # one control ran red now, another is remembered red: controlled, the other shown
     now = [{"name": "c", "results": {"XX-01": {"outcome": "red", "evidence": "e"}}}]
-    both = ctl.summarise(now, registry, None, {"XX-01": ["a", "c"]}, kept, left=("a",))
-    text = report.control_text({"verdict": "holds", "control": both["XX-01"]})
+    both = summ.summarise(now, registry, None, {"XX-01": ["a", "c"]}, kept, left=("a",))
+    text = controlled.control_text({"verdict": "holds", "control": both["XX-01"]})
     assert both["XX-01"]["state"] == "controlled"
     assert text.startswith(" · controlled (c)") and "a: last red at 3c3a40b0" in text
-    lines = report.controls_lines({"controls": {"suite_commit": "9d00f1e", "wall_s": 1},
+    lines = controlled.controls_lines({"controls": {"suite_commit": "9d00f1e", "wall_s": 1},
                                    "claims": [{"id": k, "verdict": "holds", "control": v}
                                               for k, v in summary.items()]})
     assert any(line.strip().startswith("not run this time") and "XX-01" in line
@@ -299,10 +301,10 @@ def test_a_claim_is_at_its_own_scale_when_one_control_landed_near():
     through assertions only: unmeasured. Only controls that did as declared count."""
     near = {"outcome": "red", "near": True}
     far = {"outcome": "red", "near": False}
-    assert ctl.scale([far, near]) == "near"
-    assert ctl.scale([far, far]) == "far"
-    assert ctl.scale([{"outcome": "red"}, {"outcome": "level"}]) == "unmeasured"
-    assert ctl.scale([{"outcome": "survived", "near": True}, far]) == "far"
+    assert summ.scale([far, near]) == "near"
+    assert summ.scale([far, far]) == "far"
+    assert summ.scale([{"outcome": "red"}, {"outcome": "level"}]) == "unmeasured"
+    assert summ.scale([{"outcome": "survived", "near": True}, far]) == "far"
 
 
 def test_an_undeclared_expectation_is_refused():
@@ -425,7 +427,7 @@ def test_every_control_is_registered_before_collection_under_controls(monkeypatc
     from support.harness import control_options
     from support.paths import ROOT
     calls = []
-    monkeypatch.setattr(ctl, "discover", lambda: calls.append(1))
+    monkeypatch.setattr(claim_modules, "discover", lambda: calls.append(1))
     opts = {"--control": [], "--controls": asked}
     config = SimpleNamespace(getoption=opts.__getitem__, rootpath=ROOT if here else tmp_path)
     control_options.pytest_collection(SimpleNamespace(config=config))
@@ -438,32 +440,32 @@ def test_a_process_control_whose_tests_all_need_an_absent_device_starts_no_sessi
     variant (DEV-01), or with a benchmark on the CPU only (DEV-07's, a tier a controls
     session does not select), is judged by its other tests."""
     from support.machine import devices
-    ctl.discover()
+    claim_modules.discover()
     dev = ctl.Control("probe", ("DEV-06", "DEV-07"), "a probe", lambda mp: None, "process")
     cpu = ctl.Control("probe", ("DEV-01",), "a probe", lambda mp: None, "process")
     if devices.available("cuda"):
-        assert ctl.absent_here(dev) is None
+        assert claim_modules.absent_here(dev) is None
     else:
-        assert ctl.absent_here(dev) == devices.absent_reason("cuda")
-    assert ctl.absent_here(cpu) is None
+        assert claim_modules.absent_here(dev) == devices.absent_reason("cuda")
+    assert claim_modules.absent_here(cpu) is None
     import claims.lecture.test_24_devices_and_when_a_gpu_helps as tests
-    assert devices.variants(tests.test_moving_a_model_is_two_lines) == [["cpu"], ["cuda"],
+    assert device_marks.variants(tests.test_moving_a_model_is_two_lines) == [["cpu"], ["cuda"],
                                                                          ["mps"]]
-    assert devices.variants(tests.test_a_narrow_operation_loses_on_the_gpu) == [["cuda"]]
+    assert device_marks.variants(tests.test_a_narrow_operation_loses_on_the_gpu) == [["cuda"]]
     cpu_half = tests.test_autocast_keeps_float32_weights_and_saves_half_size_activations_on_cpu
-    assert devices.variants(cpu_half) == [[]]
+    assert device_marks.variants(cpu_half) == [[]]
 
 
 def test_the_report_names_a_claim_whose_controls_all_landed_far():
-    from support.reports import report
+    from support.reports import controlled
     e = {"id": "XX-01", "verdict": "holds",
          "control": {"state": "controlled", "controls": ["a"], "scale": "far"}}
     run = {"controls": {"suite_commit": "abc", "wall_s": 1.0}, "claims": [e]}
-    assert "far past its line" in report.control_text(e)
-    assert any("XX-01" in line and "far past" in line for line in report.controls_lines(run))
+    assert "far past its line" in controlled.control_text(e)
+    assert any("XX-01" in line and "far past" in line for line in controlled.controls_lines(run))
     e["control"]["scale"] = "near"
-    assert "far" not in report.control_text(e)
-    assert not any("far past" in line for line in report.controls_lines(run))
+    assert "far" not in controlled.control_text(e)
+    assert not any("far past" in line for line in controlled.controls_lines(run))
 
 
 def test_the_scale_summary_leaves_out_claims_that_fail_without_a_control():
@@ -472,7 +474,7 @@ def test_the_scale_summary_leaves_out_claims_that_fail_without_a_control():
     summary = {"XX-01": {"scale": "far", "verdict_without_control": "holds"},
                "XX-02": {"scale": "far", "verdict_without_control": "fails"},
                "XX-03": {"scale": "near"}, "XX-04": {"state": "controlled"}}
-    assert ctl.scale_summary(summary) == {"near": ["XX-03"], "far": ["XX-01"],
+    assert summ.scale_summary(summary) == {"near": ["XX-03"], "far": ["XX-01"],
                                           "unmeasured": []}
 
 
@@ -485,5 +487,5 @@ def test_only_a_claim_whose_sentence_sets_a_threshold_is_given_a_scale(kind, sca
                                         "control_reason": ""})()}
     far = {"name": "a", "expect": "red",
            "results": {"XX-01": {"outcome": "red", "near": False}}}
-    entry = ctl.summarise([far], registry, None)["XX-01"]
+    entry = summ.summarise([far], registry, None)["XX-01"]
     assert entry["state"] == "controlled" and ("scale" in entry) == scaled

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from support import cli
+from support.harness import concrete_data
 from support.lab import data as sdata
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ DATA_TEST = "claims/lecture/test_16_look_at_the_rows_before_you_model_them.py::t
 def xls_bytes(request) -> bytes:
     """The original Concrete_Data.xls: beside --concrete-data / CONCRETE_DATA, in the cache, or
     the copy that ships with the suite."""
-    path = sdata.xls_path(request.config.getoption("--concrete-data"))
+    path = sdata.xls_path(concrete_data.named_source(request.config))
     assert path is not None, "no Concrete_Data.xls, not even support/resources' copy"
     return path.read_bytes()
 

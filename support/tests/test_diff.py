@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.reports import diff
+from support.reports import diff, keep
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "claims" / "history"
@@ -144,7 +144,7 @@ def test_keep_adds_the_run_to_the_history_and_last_finds_it(tmp_path, monkeypatc
     monkeypatch.setattr(diff.runs, "HISTORY", history)
     run = _copy(FULL, tmp_path / "reports" / "latest")
     (run / "claims.md").write_text("# report\n")
-    dest = diff.keep(run, "latest", note="tox -e latest", history=history, date="2027-01-02")
+    dest = keep.keep(run, "latest", note="tox -e latest", history=history, date="2027-01-02")
     assert dest == history / "2027-01-02-latest-cpu2core"
     assert sorted(p.name for p in dest.iterdir()) == ["NOTE.md", "claims.json", "claims.md"]
     note = (dest / "NOTE.md").read_text()
@@ -152,11 +152,11 @@ def test_keep_adds_the_run_to_the_history_and_last_finds_it(tmp_path, monkeypatc
     assert "cpu vector level X86_V3; numpy argsort (int64) AVX2; blas kernels openblas Haswell" \
         in note
     # a report of the 2026-11-29 runs, which recorded no selection: partial by its not-run claims
-    older = diff.keep(JAX04, "jax04", history=history, date="2027-01-02")
+    older = keep.keep(JAX04, "jax04", history=history, date="2027-01-02")
     assert older.name == "2027-01-02-jax04-partial-cpu2core"
     with pytest.raises(diff.DiffError, match="exists already"):
-        diff.keep(run, "latest", history=history, date="2027-01-02")
-    newer = diff.keep(run, "py312-latest", history=history, date="2027-01-03")
+        keep.keep(run, "latest", history=history, date="2027-01-02")
+    newer = keep.keep(run, "py312-latest", history=history, date="2027-01-03")
     assert diff.resolve("last", history)[0] == newer
     assert diff.resolve("last:latest", history)[0] == dest    # a label, not a substring
     assert diff.resolve("last:py312-latest", history)[0] == newer
@@ -179,22 +179,22 @@ def _fast(data: dict) -> None:
 def test_keep_records_what_a_partial_run_selected(tmp_path):
     history = tmp_path / "history"
     run = _copy(FULL, tmp_path / "reports" / "latest", run=_fast)
-    dest = diff.keep(run, "latest", history=history, date="2027-01-02")
+    dest = keep.keep(run, "latest", history=history, date="2027-01-02")
     assert dest.name == "2027-01-02-latest-fast-cpu2core"       # never taken for a full run
     note = (dest / "NOTE.md").read_text()
     sel = diff.runs.selection(json.loads((run / "claims.json").read_text()))
     assert not sel.full and sel.not_run
     assert f"* selection: a partial run: tiers fast; {len(sel.not_run)} claims not run: " \
            + ", ".join(sel.not_run[:3]) in note
-    full = diff.keep(FULL, "latest", history=history, date="2027-01-02")
+    full = keep.keep(FULL, "latest", history=history, date="2027-01-02")
     assert full.name == "2027-01-02-latest-cpu2core"
     assert "* selection: every default tier\n" in (full / "NOTE.md").read_text()
 
 
 def test_last_picks_a_run_of_the_same_selection_and_never_a_partial_one_for_a_full_run(tmp_path):
     history = tmp_path / "history"
-    full_run = diff.keep(FULL, "latest", history=history, date="2027-01-01")
-    fast_run = diff.keep(_copy(FULL, tmp_path / "fast", run=_fast), "latest", history=history,
+    full_run = keep.keep(FULL, "latest", history=history, date="2027-01-01")
+    fast_run = keep.keep(_copy(FULL, tmp_path / "fast", run=_fast), "latest", history=history,
                          date="2027-01-02")
     full, fast = diff.load_run(FULL), diff.load_run(fast_run)
     path, how = diff.resolve("last:latest", history, like=full)
@@ -203,12 +203,12 @@ def test_last_picks_a_run_of_the_same_selection_and_never_a_partial_one_for_a_fu
     assert path == fast_run and "same selection (a partial run: tiers fast" in how
     # only partial runs kept: taken, and said
     only = tmp_path / "only"
-    diff.keep(fast_run, "latest", history=only, date="2027-01-03")
+    keep.keep(fast_run, "latest", history=only, date="2027-01-03")
     path, how = diff.resolve("last:latest", only, like=full)
     assert path.name.endswith("latest-fast-cpu2core") and "no full run kept" in how
     # a fast-tier NEW with only a full run kept: compared on what both ran, and said
     one = tmp_path / "one"
-    diff.keep(FULL, "latest", history=one, date="2027-01-01")
+    keep.keep(FULL, "latest", history=one, date="2027-01-01")
     path, how = diff.resolve("last:latest", one, like=fast)
     assert "no kept run of NEW's selection" in how
     res = diff.compare(diff.load_run(path), fast)

@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from support.notes import errata, locate as notes, pages
+from support.notes import patch as notes_patch
 from support.reports import kept as kept_runs, report as report_mod
 from support.rules.expectations import Erratum, Expectation, Span, load_expectations
-from support.rules.registry import RegistryError
+from support.rules.entries import EntryError
 from support.tests.test_html_report import _browser, _render
 from support.tests.test_notes import FILES, NOTES, _report, _variant, notes_or_skip
 
@@ -32,8 +33,8 @@ MAX_CELL = 400          # "no cell longer than a few sentences"
 
 @pytest.fixture(scope="module")
 def registry():
-    from support.rules.registry import load_registry
-    return load_registry()
+    from support.rules.entries import load_entries
+    return load_entries()
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +111,7 @@ def test_an_erratum_quotes_one_span_or_several(registry, tmp_path):
     ('erratum = { spans = [{ quote = "a", correction = "b" }] }', "the erratum needs finding"),
 ])
 def test_a_malformed_span_is_refused(registry, tmp_path, erratum, message):
-    with pytest.raises(RegistryError, match=message):
+    with pytest.raises(EntryError, match=message):
         _load(tmp_path, registry, erratum)
 
 
@@ -155,7 +156,7 @@ def test_a_quote_not_in_the_notes_is_refused(registry, docs, expectations, span,
     corr = next(c for c in _every_correction(registry, docs, changed) if c.id == "JIT-18")
     assert [bool(p.offsets) for p in corr.places] == [True, False], why
     assert span.quote in corr.problem and "correct it by hand" in corr.problem
-    text, problems = errata.corrected_text(docs["lecture"].text, [corr])
+    text, problems = notes_patch.corrected_text(docs["lecture"].text, [corr])
     assert not problems and first.correction in text and span.correction not in text
 
 
@@ -168,7 +169,7 @@ def test_a_correction_of_several_spans_corrects_each_in_its_sentence(registry, d
     jit = corrs["JIT-18"]
     assert [p.line for p in jit.places] == [175, 183] and len(jit.sentences) == 2
     assert jit.line == 175 and not jit.problem
-    text, problems = errata.corrected_text(lecture.text, list(corrs.values()))
+    text, problems = notes_patch.corrected_text(lecture.text, list(corrs.values()))
     assert not problems
     for cid in ("JIT-18", "AD-13"):
         for p in corrs[cid].places:
@@ -203,7 +204,7 @@ def test_every_correction_applied_still_locates_every_claim(registry, docs, expe
     folder = tmp_path / "corrected"
     folder.mkdir()
     for doc, name in FILES.items():
-        text, problems = errata.corrected_text(docs[doc].text, [c for c in corrs
+        text, problems = notes_patch.corrected_text(docs[doc].text, [c for c in corrs
                                                                  if c.document == doc])
         assert not problems
         (folder / name).write_text(text, encoding="utf-8")
@@ -218,11 +219,11 @@ def test_every_correction_applied_still_locates_every_claim(registry, docs, expe
 
 def test_a_correction_keeps_the_wrapping_of_its_paragraph():
     matched = "four orders\n   of magnitude"        # the break stays at its word gap
-    assert errata._rewrapped(matched, "three and a half orders of magnitude") == \
+    assert notes_patch._rewrapped(matched, "three and a half orders of magnitude") == \
         "three and\n   a half orders of magnitude"
-    assert errata._rewrapped("a\nb c d", "x") == "x"
-    assert errata._rewrapped("four orders", "three orders") == "three orders"
-    diff = errata.unified_diff("a\nb\nc", "a\nb\nd", "x.txt")
+    assert notes_patch._rewrapped("a\nb c d", "x") == "x"
+    assert notes_patch._rewrapped("four orders", "three orders") == "three orders"
+    diff = notes_patch.unified_diff("a\nb\nc", "a\nb\nd", "x.txt")
     assert diff.endswith("-c\n\\ No newline at end of file\n+d\n\\ No newline at end of file\n")
 
 

@@ -1,4 +1,4 @@
-"""The error models of support/rules/tolerances.py and the stability command's bookkeeping."""
+"""The error models of support/rules/error_models.py."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from support.rules import error_models
-from support.harness import stability
 
 
 def test_unit_roundoff_is_half_the_machine_epsilon_of_each_dtype():
@@ -54,20 +53,3 @@ def test_every_model_says_what_it_counts():
         assert error_models.gamma(m.roundings(64), m.dtype) < 1e-2     # far from n u ~ 1
     with pytest.raises(KeyError, match="unknown error model"):
         error_models.model("nope")
-
-
-def test_stability_reports_a_verdict_that_changed_and_nothing_that_did_not():
-    runs = [{"run": 1, "verdicts": {"AD-03": "holds", "TAPE-12": "holds"}},
-            {"run": 2, "verdicts": {"AD-03": "holds", "TAPE-12": "inconclusive"}},
-            {"run": 3, "verdicts": {"AD-03": "holds"}}]
-    assert stability.changed(runs) == {
-        "TAPE-12": {"holds": [1], "inconclusive": [2], "absent": [3]}}
-
-
-def test_stability_reads_claim_and_variant_verdicts_from_a_report():
-    report = {"claims": [
-        {"id": "AD-03", "verdict": "holds", "variants": [
-            {"variant": "torch", "verdict": "holds"}, {"variant": "jax", "verdict": "holds"}]},
-        {"id": "GPU-01", "verdict": "not-run", "variants": []}]}
-    assert stability._verdicts(report) == {"AD-03": "holds", "AD-03[torch]": "holds",
-                                           "AD-03[jax]": "holds"}

@@ -1,5 +1,5 @@
-"""support.harness.gpu_run without a GPU: where CUDA is absent the command refuses loudly and
-runs nothing; its steps are stopped at their deadlines, process group and all; the summary is
+"""support/commands/gpu_run.py and its steps without a GPU: where CUDA is absent the command
+refuses loudly and runs nothing; its steps are stopped at their deadlines, process group and all; the summary is
 on disk after every step, a stopped one included; the whole run keeps to its budget; and the
 GPU tier's code paths import nothing the GPU machine lacks.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from support import cli
-from support.harness import gpu_run
+from support.commands import gpu_reports, gpu_run, gpu_steps, step_process
 from support.machine import devices
 
 FAKE_DEVICE = {"device": "cuda", "name": "stub accelerator of the self-tests"}
@@ -74,9 +74,9 @@ def test_a_step_past_its_deadline_is_stopped_with_its_whole_process_group(tmp_pa
     """)
     log = tmp_path / "log"
     t0 = time.monotonic()
-    st = gpu_run.run_step("slow", [sys.executable, str(child)], 3.0, log, grace=1.0)
+    st = step_process.run_step("slow", [sys.executable, str(child)], 3.0, log, grace=1.0)
     wall = time.monotonic() - t0
-    assert st["rc"] == gpu_run.STOPPED and "interrupted (SIGINT)" in st["stopped"]
+    assert st["rc"] == step_process.STOPPED and "interrupted (SIGINT)" in st["stopped"]
     assert wall < 3.0 + 1.0, f"stopped after {wall:.1f} s, past its 3 s limit"
     assert "half a line, no newline" in log.read_text()
     assert _gone(int((tmp_path / "grandchild.pid").read_text()))
@@ -93,11 +93,11 @@ def test_a_run_started_in_the_background_still_interrupts_its_steps(tmp_path, mo
     """)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        st = gpu_run.run_step("background", [sys.executable, str(child)], 3.0,
+        st = step_process.run_step("background", [sys.executable, str(child)], 3.0,
                               tmp_path / "log", grace=2.0)
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert st["rc"] == gpu_run.STOPPED and "interrupted (SIGINT)" in st["stopped"]
+    assert st["rc"] == step_process.STOPPED and "interrupted (SIGINT)" in st["stopped"]
 
 
 def test_a_child_deaf_to_sigint_is_killed_when_the_grace_ends(tmp_path):
@@ -108,8 +108,8 @@ def test_a_child_deaf_to_sigint_is_killed_when_the_grace_ends(tmp_path):
         time.sleep(60)
     """)
     t0 = time.monotonic()
-    st = gpu_run.run_step("deaf", [sys.executable, str(child)], 2.0, tmp_path / "log", grace=1.0)
-    assert st["rc"] == gpu_run.STOPPED and "killed (SIGKILL)" in st["stopped"]
+    st = step_process.run_step("deaf", [sys.executable, str(child)], 2.0, tmp_path / "log", grace=1.0)
+    assert st["rc"] == step_process.STOPPED and "killed (SIGKILL)" in st["stopped"]
     assert time.monotonic() - t0 < 2.0 + 1.0
 
 
@@ -123,7 +123,7 @@ def test_what_a_finished_step_leaves_running_is_stopped_too(tmp_path):
         print("done", flush=True)
     """)
     t0 = time.monotonic()
-    st = gpu_run.run_step("leaves", [sys.executable, str(child)], 30.0, tmp_path / "log")
+    st = step_process.run_step("leaves", [sys.executable, str(child)], 30.0, tmp_path / "log")
     assert st["rc"] == 0 and "stopped" not in st
     assert time.monotonic() - t0 < 10.0
     assert _gone(int((tmp_path / "left.pid").read_text()))
@@ -176,7 +176,7 @@ def fake_run(tmp_path, monkeypatch):
     fake = _script(tmp_path, "fake_pytest.py", FAKE_PYTEST)
     out = tmp_path / "out"
     monkeypatch.setattr(gpu_run, "_preflight", lambda out: dict(FAKE_DEVICE))
-    monkeypatch.setattr(gpu_run, "PYTEST", [sys.executable, str(fake)])
+    monkeypatch.setattr(gpu_steps, "PYTEST", [sys.executable, str(fake)])
     monkeypatch.setattr(gpu_run, "MIN_STEP_S", 0.5)
     monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls.jsonl"))
     monkeypatch.setenv("FAKE_OUT", str(out))
@@ -186,7 +186,7 @@ def fake_run(tmp_path, monkeypatch):
         monkeypatch.setenv("FAKE_PLAN", json.dumps(plan))
         args = Namespace(out=str(out), concrete_data=None, no_bench=no_bench, budget_s=budget_s)
         t0 = time.monotonic()
-        rc = gpu_run.run("gpu-run", args)
+        rc = gpu_run.run(args)
         wall = time.monotonic() - t0
         calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
         return rc, json.loads((out / "summary.json").read_text()), calls, wall
@@ -272,10 +272,10 @@ def test_a_summary_is_on_disk_after_a_stopped_step_and_the_run_goes_on(fake_run,
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["complete"] is False
     assert [s["step"] for s in seen["steps"]] == ["claims-cpu-vs-gpu"]
-    assert seen["steps"][0]["rc"] == gpu_run.STOPPED and "deadline" in seen["steps"][0]["stopped"]
+    assert seen["steps"][0]["rc"] == step_process.STOPPED and "deadline" in seen["steps"][0]["stopped"]
     # the run went on and says what was stopped
-    assert rc == gpu_run.STOPPED and summary["complete"] and not summary["ok"]
-    assert [s["rc"] for s in summary["steps"]] == [gpu_run.STOPPED] + [0] * 8
+    assert rc == step_process.STOPPED and summary["complete"] and not summary["ok"]
+    assert [s["rc"] for s in summary["steps"]] == [step_process.STOPPED] + [0] * 8
     assert summary["steps"][1]["verdicts"] == {"holds": 2}
     # a claim the stopped step did not reach says so, not "not selected"
     merged = {c["id"]: c for c in json.loads((tmp_path / "out" / "claims.json").read_text())
@@ -290,7 +290,7 @@ def test_the_claims_a_stopped_step_did_not_reach_say_so():
                                                   "reason": "its tests were not selected"}
     merged = {"claims": [entry("DEV-08", "gpu"), entry("DEV-12", "gpu"),
                          entry("DEV-05", "gpu", "holds"), entry("TAPE-07", "fast")]}
-    gpu_run.mark_not_reached(merged, {"claims-gpu-rest": "was skipped: no time left"})
+    gpu_reports.mark_not_reached(merged, {"claims-gpu-rest": "was skipped: no time left"})
     reasons = {c["id"]: c["reason"] for c in merged["claims"]}
     assert reasons["DEV-12"] == ("not reached: the GPU run's step claims-gpu-rest was "
                                  "skipped: no time left")
@@ -302,12 +302,12 @@ def test_the_claims_a_stopped_step_did_not_reach_say_so():
 def test_the_whole_run_keeps_to_its_budget(fake_run):
     budget = 8.0
     # every step runs until it is killed at its deadline
-    rc, summary, calls, wall = fake_run({s.name: "deaf" for s in gpu_run.plan()},
+    rc, summary, calls, wall = fake_run({s.name: "deaf" for s in gpu_steps.plan()},
                                         budget_s=budget)
     steps = summary["steps"]
-    assert rc == gpu_run.STOPPED and all(s["rc"] == gpu_run.STOPPED for s in steps)
+    assert rc == step_process.STOPPED and all(s["rc"] == step_process.STOPPED for s in steps)
     spent = 0.0
-    for s, step in zip(steps, gpu_run.plan()):
+    for s, step in zip(steps, gpu_steps.plan()):
         if "skipped" in s:
             continue
         assert "killed (SIGKILL)" in s["stopped"]
@@ -317,7 +317,7 @@ def test_the_whole_run_keeps_to_its_budget(fake_run):
         assert s["wall_s"] <= s["limit_s"] + 0.5
         spent += s["wall_s"]
     # the shares add up to more than the budget: the last steps are cut short or skipped
-    assert sum(s.share for s in gpu_run.plan()) > 1
+    assert sum(s.share for s in gpu_steps.plan()) > 1
     assert any("no time left" in s.get("skipped", "") for s in steps)
     assert summary["wall_s"] <= budget + 1.5 and wall <= budget + 2.0
 
@@ -325,7 +325,7 @@ def test_the_whole_run_keeps_to_its_budget(fake_run):
 def test_no_bench_runs_the_claims_and_controls_steps_only(fake_run):
     rc, summary, calls, _ = fake_run({}, budget_s=60.0, no_bench=True)
     assert rc == 0 and [c["step"] for c in calls] == [
-        s.name for s in gpu_run.CLAIM_STEPS + gpu_run.CONTROL_STEPS]
+        s.name for s in gpu_steps.CLAIM_STEPS + gpu_steps.CONTROL_STEPS]
 
 
 def test_this_process_opens_no_device(fake_run, monkeypatch):
@@ -341,30 +341,30 @@ def test_this_process_opens_no_device(fake_run, monkeypatch):
 
 def test_the_children_keep_jax_from_preallocating_the_card(monkeypatch):
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
-    env = gpu_run.child_env()
+    env = gpu_steps.child_env()
     assert env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     assert env["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
 
 
 def test_the_budget_defaults_to_a_fifteen_minute_window():
     parser = __import__("argparse").ArgumentParser()
-    gpu_run.arguments("gpu-run", parser)
+    gpu_run.arguments(parser)
     budget = parser.parse_args(["--out", "x"]).budget_s
     # the machine's start-up takes a few minutes of the fifteen; a command runs at most ten
     assert budget == gpu_run.BUDGET_S and 6 * 60 <= budget <= 10 * 60
 
 
 def test_a_missing_pytest_timeout_leaves_the_option_out(monkeypatch):
-    real = gpu_run.importlib.util.find_spec
-    monkeypatch.setattr(gpu_run.importlib.util, "find_spec",
+    real = gpu_steps.importlib.util.find_spec
+    monkeypatch.setattr(gpu_steps.importlib.util, "find_spec",
                         lambda name: None if name == "pytest_timeout" else real(name))
-    cmd = gpu_run.command(gpu_run.CLAIM_STEPS[0], "data/concrete", 100.0, Path("r"))
+    cmd = gpu_steps.command(gpu_steps.CLAIM_STEPS[0], "data/concrete", 100.0, Path("r"))
     assert not any(a.startswith("--timeout") for a in cmd)
     assert "--concrete-data=data/concrete" in cmd
 
 
 def test_benchmark_files_are_named_by_machine_device_and_versions():
-    name = gpu_run.label("NVIDIA H200")
+    name = gpu_steps.label("NVIDIA H200")
     assert name.startswith("bench_") and "nvidia-h200" in name.lower()
     assert "_torch" in name and "_jax" in name
 
@@ -383,18 +383,18 @@ def test_the_gpu_tier_needs_no_xlrd_pandas_keras_onnx_or_flax(tmp_path, concrete
     lines = [",".join(concrete.columns)] + [",".join(repr(float(x)) for x in row)
                                             for row in concrete.values]
     (folder / "Concrete_Data.csv").write_text("\n".join(lines) + "\n")
-    step = next(s for s in gpu_run.CLAIM_STEPS if not s.claims)
-    cmd = gpu_run.command(step, str(folder), 600.0, tmp_path / "report")
+    step = next(s for s in gpu_steps.CLAIM_STEPS if not s.claims)
+    cmd = gpu_steps.command(step, str(folder), 600.0, tmp_path / "report")
     i = cmd.index("--require-device")
     args = cmd[3:i] + cmd[i + 2:]          # what follows "python -m pytest"
     code = (f"import sys; sys.modules.update(dict.fromkeys({BLOCKED!r})); import pytest; "
             f"sys.exit(pytest.main({args!r}))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=gpu_run.ROOT, capture_output=True,
-                          text=True, timeout=600, env=gpu_run.child_env())
+    proc = subprocess.run([sys.executable, "-c", code], cwd=gpu_steps.ROOT, capture_output=True,
+                          text=True, timeout=600, env=gpu_steps.child_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "report" / "claims.json").read_text())
     by_id = {c["id"]: c for c in report["claims"]}
-    earlier = {c for s in gpu_run.CLAIM_STEPS for c in s.claims}
+    earlier = {c for s in gpu_steps.CLAIM_STEPS for c in s.claims}
     assert all(by_id[c]["verdict"] == "not-run" for c in earlier)
     assert not [c["id"] for c in report["claims"] if c["verdict"] == "error"]
     for cid in ("DEV-05", "DEV-12", "DEV-15", "RNG-09", "AMP-06"):
@@ -406,13 +406,13 @@ def test_every_cuda_variant_outside_the_gpu_tier_has_a_step(tmp_path):
     """A claim of the fast or slow tier with a CUDA variant (DEV-10) is decided on the CPU by
     the default run; the GPU tier's steps never select it. The last claims step's selection,
     collected here, is exactly those CUDA variants, and it names every claim they test."""
-    step = next(s for s in gpu_run.CLAIM_STEPS if s.tier != "gpu")
-    cmd = gpu_run.command(step, None, 600.0, tmp_path / "report")
+    step = next(s for s in gpu_steps.CLAIM_STEPS if s.tier != "gpu")
+    cmd = gpu_steps.command(step, None, 600.0, tmp_path / "report")
     cmd = [a for a in cmd if not a.startswith(("--claim=", "--claims-report="))]
     i = cmd.index("--require-device")
     proc = subprocess.run(cmd[:i] + cmd[i + 2:] + ["--collect-only", "-p", "no:randomly"],
-                          cwd=gpu_run.ROOT, capture_output=True, text=True, timeout=300,
-                          env=gpu_run.child_env())
+                          cwd=gpu_steps.ROOT, capture_output=True, text=True, timeout=300,
+                          env=gpu_steps.child_env())
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     device = re.compile(r"[\[-](cuda|jax:gpu)[\]-]")
     assert ids and all(device.search(i) for i in ids), proc.stdout[-2000:]
@@ -429,16 +429,17 @@ def test_every_process_control_of_the_gpu_tier_has_a_step():
     """A process-scope control of claims that only the GPU run decides (their tests need
     CUDA) never runs elsewhere: each has a step of its own, which names a control that
     exists, and the level control runs before the fixed cost's."""
-    from support.harness import controls
-    from support.rules import registry as reg
-    registry = reg.load_registry()
-    found = controls.discover()
+    from support.harness.claim_modules import discover
+    from support.rules import controls
+    from support.rules import entries as reg
+    registry = reg.load_entries()
+    found = discover()
     gpu_only = {n for n, c in found.items() if c.scope == "process"
                 and all(registry[cid].tier == "gpu" for cid in c.claims)}
-    stepped = [s.control for s in gpu_run.CONTROL_STEPS if s.control]
+    stepped = [s.control for s in gpu_steps.CONTROL_STEPS if s.control]
     assert set(stepped) == gpu_only and len(stepped) == len(set(stepped))
     assert found[stepped[0]].expect == "inconclusive"
     # and the test-scope session reaches every test-scope control of its claims
-    [session] = [s for s in gpu_run.CONTROL_STEPS if s.controls]
+    [session] = [s for s in gpu_steps.CONTROL_STEPS if s.controls]
     assert "the-card-is-the-cpu-nine-and-a-half-times-faster" in {
         c.name for c in controls.for_claims(session.claims) if c.scope == "test"}

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from support.notes import errata, locate as notes, pages
+from support.notes import errata, locate as notes, measured, pages
 from support.reports.report import plain
 from support.rules import verdicts
-from support.rules.registry import load_registry
+from support.rules.entries import load_entries
 from support.tests.test_html_report import HAS_MPL, _browser, _render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def notes_or_skip() -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def registry():
-    return load_registry()
+    return load_entries()
 
 
 @pytest.fixture(scope="module")
@@ -98,15 +98,15 @@ def test_a_markdown_table_is_read_cell_by_cell():
 def test_measured_figures_show_how_they_differ_from_the_printed_one():
     """Rounded to the notes' precision, 3.498 would read 3 against a printed 4 (or 4, as if
     it held): the errata show one decimal more than printed, three digits at least."""
-    assert errata.shown(3.4982, 4) == "3.50"
-    assert errata.shown(419.6, "478") == "419.6"
-    assert errata.shown(0.5274, "0.8") == "0.527"
-    assert errata.shown(5.4036, 5) == "5.40"
-    assert errata.shown(0.04369, 0) == "0.0437"
-    assert errata.shown(9.98e-07, "1.25e-7") == "9.98e-07"
-    assert errata.shown(41.333333333333336) == "41.33" and errata.shown(30.0) == "30"
-    assert errata.shown(16.704453, None, 5) != errata.shown(16.6981, None, 5)
-    assert errata.shown(63, 206) == "63" and errata.shown(True, True) == "True"
+    assert measured.shown(3.4982, 4) == "3.50"
+    assert measured.shown(419.6, "478") == "419.6"
+    assert measured.shown(0.5274, "0.8") == "0.527"
+    assert measured.shown(5.4036, 5) == "5.40"
+    assert measured.shown(0.04369, 0) == "0.0437"
+    assert measured.shown(9.98e-07, "1.25e-7") == "9.98e-07"
+    assert measured.shown(41.333333333333336) == "41.33" and measured.shown(30.0) == "30"
+    assert measured.shown(16.704453, None, 5) != measured.shown(16.6981, None, 5)
+    assert measured.shown(63, 206) == "63" and measured.shown(True, True) == "True"
 
 
 def test_a_failure_message_loses_pytests_introspection():
@@ -153,7 +153,7 @@ def test_no_sentence_of_the_notes_is_in_the_notes_modules(texts):
     """The locator and its tests hold fingerprints, never sentences (the registry adds only
     24 hex digits per claim: test_every_registry_entry_has_a_fingerprint_and_no_text)."""
     mine = [*sorted((ROOT / "support" / "notes").glob("*.py")),
-            ROOT / "support" / "harness" / "contributor.py",
+            *sorted((ROOT / "support" / "commands").glob("*.py")),
             ROOT / "support" / "tests" / "test_notes.py",
             ROOT / "support" / "tests" / "test_contributor.py"]
     held = " ".join(" ".join(notes.words(p.read_text(encoding="utf-8"))) for p in mine)
@@ -303,7 +303,7 @@ def test_a_file_is_recognised_by_its_sentences(registry, texts, tmp_path):
 def _env() -> dict:
     """This environment's versions, as a report records them (the known verdicts that apply
     here are keyed by them)."""
-    from support.rules.registry import PACKAGES, installed_version
+    from support.rules.entries import PACKAGES, installed_version
     versions = {p: str(installed_version(p)) for p in PACKAGES if installed_version(p)}
     return {"python": "3.11", "cpu": "test cpu", "versions": versions,
             "devices": [{"device": "cpu", "type": "cpu", "name": "test cpu"}]}
@@ -357,7 +357,7 @@ def _report(registry, expectations=None, verdict_of: dict | None = None) -> dict
             variants, expected = [_variant(i, v, figures={"best_error": fig})], None
         claims.append({"id": c.id, "document": c.document, "section": c.section,
                        "source": c.source, "paraphrase": c.paraphrase, "kind": c.kind,
-                       "tier": c.tier, "stated": c.stated, "measured": None, "verdict": v,
+                       "tier": c.tier, "stated": c.notes_words, "measured": None, "verdict": v,
                        "reason": "; ".join(x["reason"] for x in variants), "expected": expected,
                        "variants": variants, "tests": [x["test"] for x in variants]})
     summary = {v: sum(1 for c in claims if c["verdict"] == v) for v in verdicts.ORDER}

@@ -84,7 +84,7 @@ def suite(pytester, monkeypatch):
     tiny_registry.write(pytester.path / "reg", REGISTRY)
     pytester.makeini(textwrap.dedent("""
         [pytest]
-        claims_registry = reg
+        claims_folder = reg
         claims_expectations = expect.toml
         addopts = -p support.harness.plugin -p support.harness.schedule -p no:cacheprovider
     """))
@@ -496,10 +496,10 @@ def test_a_moved_figure_beside_an_undecided_comparison_is_a_drift_that_fails_the
 def test_a_claim_whose_required_variant_did_not_run_is_partial(suite):
     src = """
         import pytest
-        from support.machine import devices
+        from support.harness import device_marks
 
         @pytest.mark.claim("XX-05")
-        @pytest.mark.parametrize("device", devices.params("cpu", "cuda"))
+        @pytest.mark.parametrize("device", device_marks.params("cpu", "cuda"))
         def test_a(claim, device):
             if device == "cuda":
                 pytest.skip("CUDA absent: no card")

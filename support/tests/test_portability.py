@@ -73,8 +73,8 @@ def test_a_non_editable_install_refuses_with_the_reason(tmp_path):
     site = tmp_path / "site"
     with zipfile.ZipFile(tmp_path / "dist" / built.stdout.split()[-1]) as whl:
         whl.extractall(site)
-    assert (site / "support" / "rules" / "registry.py").exists() and not (site / "claims").exists()
-    out = _python("import support.rules.registry", cwd=tmp_path, PYTHONPATH=str(site))
+    assert (site / "support" / "rules" / "entries.py").exists() and not (site / "claims").exists()
+    out = _python("import support.rules.entries", cwd=tmp_path, PYTHONPATH=str(site))
     assert out.returncode != 0
     assert "runs from a checkout of the suite" in out.stderr
     assert "pip install -e ." in out.stderr

@@ -91,9 +91,9 @@ def _literals(node) -> set:
 
 
 def _entry_numbers(entry: dict) -> set:
-    """The numbers a claim's own entry holds: its paraphrase, the notes' words (``stated``),
+    """The numbers a claim's own entry holds: its paraphrase, the notes' words (``notes_words``),
     each figure's stated value, bounds and tolerance."""
-    out = _numbers(entry.get("paraphrase", "")) | _numbers(entry.get("stated", ""))
+    out = _numbers(entry.get("paraphrase", "")) | _numbers(entry.get("notes_words", ""))
     for f in entry.get("figures", []):
         for key in ("stated", "bound", "tol"):
             raw = f.get(key)
@@ -366,7 +366,7 @@ def test_the_prose_lint_sees_a_measured_figure(tmp_path):
         'tier = "fast"\nmeaning = "Read on float16 and torch 2.6 (protocol §7.3) at the test\'s '
         'lr 0.01, each step `x * 1.5`; the run measured 1.93."\nfigures = [{ name = "ratio", stated = 1.8, bound = "> 1.5" }]\n')
     (tmp_path / "claims" / "lecture" / "test_01_s.py").write_text(
-        'import pytest\nimport torch\n\nfrom support.harness.controls import control\n\n\n'
+        'import pytest\nimport torch\n\nfrom support.rules.controls import control\n\n\n'
         '@pytest.mark.claim("AB-01")\ndef test_doubling_the_batch(claim):\n'
         '    """Times a batch of 64 against 128 at lr 0.01; the ratio read 1.80 here."""\n'
         '    claim.note(f"bfloat16 {torch.__version__}: ratio stated 1.8, bound 1.5")\n'

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.rules import registry as reg
+from support.rules import entries as reg
 from support.rules import sources
 from support.rules.expectations import load_expectations, uncorrected
 from support.rules.scaffold import CATALOGUE, SUITE_ADDED, catalogue_ids
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def registry():
-    return reg.load_registry()
+    return reg.load_entries()
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +116,8 @@ def test_a_bad_registry_entry_is_refused(tmp_path, field, value, message):
              "tier": '"fast"'}
     entry[field] = value
     _section(tmp_path, HEADER + "[[claim]]\n" + "\n".join(f"{k} = {v}" for k, v in entry.items()))
-    with pytest.raises(reg.RegistryError, match=message):
-        reg.load_registry(tmp_path)
+    with pytest.raises(reg.EntryError, match=message):
+        reg.load_entries(tmp_path)
 
 
 _ONE = '[[claim]]\nid = "AB-01"\nsource = "L:1"\nparaphrase = "p"\nkind = "a"\ntier = "fast"\n'
@@ -126,8 +126,8 @@ _ONE = '[[claim]]\nid = "AB-01"\nsource = "L:1"\nparaphrase = "p"\nkind = "a"\nt
 def test_a_duplicate_id_is_refused(tmp_path):
     _section(tmp_path, HEADER + _ONE)
     _section(tmp_path, HEADER + _ONE, "02_t.toml")
-    with pytest.raises(reg.RegistryError, match="duplicate id"):
-        reg.load_registry(tmp_path)
+    with pytest.raises(reg.EntryError, match="duplicate id"):
+        reg.load_entries(tmp_path)
 
 
 @pytest.mark.parametrize("text,message", [
@@ -137,7 +137,7 @@ def test_a_duplicate_id_is_refused(tmp_path):
     (HEADER.replace('"lecture"', '"sheet"') + _ONE, "lies under lecture/"),
     (HEADER + 'claim = []\n', "no \\[\\[claim\\]\\] entries"),
     # the words the notes print, beside figures that hold them: two copies of one fact
-    (HEADER + _ONE + 'stated = "7"\nfigures = [{ name = "n", stated = 7, tol = "exact" }]\n',
+    (HEADER + _ONE + 'notes_words = "7"\nfigures = [{ name = "n", stated = 7, tol = "exact" }]\n',
      "each figure holds what the notes print"),
     (HEADER + _ONE + 'module = { path = "claims/lecture/test_x.py" }\n', "and why"),
     (HEADER + _ONE + 'module = { path = "claims/nowhere.py", why = "w" }\n', "does not exist"),
@@ -147,15 +147,15 @@ def test_a_duplicate_id_is_refused(tmp_path):
 ])
 def test_a_bad_section_file_is_refused(tmp_path, text, message):
     _section(tmp_path, text)
-    with pytest.raises(reg.RegistryError, match=message):
-        reg.load_registry(tmp_path)
+    with pytest.raises(reg.EntryError, match=message):
+        reg.load_entries(tmp_path)
 
 
 def test_a_meaning_reads_its_thresholds_from_the_figures(tmp_path):
     _section(tmp_path, HEADER + _ONE + 'meaning = "holds when r is {bound:r}, drift outside '
              '{band:r} of {stated:r}; +- {reach:mpa:mean of 5}"\nfigures = [{ name = "r", '
              'stated = 2.0, tol = "timing:ratio", bound = ["> 1", "< 6"] }]\n')
-    c = reg.load_registry(tmp_path)["AB-01"]
+    c = reg.load_entries(tmp_path)["AB-01"]
     assert c.reading == "holds when r is > 1 and < 6, drift outside [1, 4] of 2.0; +- +- 0.11"
 
 
@@ -242,7 +242,7 @@ _FAILS = ('[[expect]]\nid = "TAPE-07"\nverdict = "fails"\nmeasurement = "ratio"\
 def test_an_expectation_without_a_good_correction_is_refused(registry, tmp_path, erratum,
                                                              message):
     (tmp_path / "e.toml").write_text(_FAILS + erratum + "\n")
-    with pytest.raises(reg.RegistryError, match=message):
+    with pytest.raises(reg.EntryError, match=message):
         load_expectations(tmp_path / "e.toml", registry)
 
 
@@ -255,7 +255,7 @@ def test_a_correction_is_shared_by_the_entries_of_one_claim_and_only_for_fails_o
     (tmp_path / "e.toml").write_text(_FAILS + ok + _FAILS.replace('"fails"', '"drift"'))
     assert uncorrected(load_expectations(tmp_path / "e.toml", registry)) == []
     (tmp_path / "e.toml").write_text(_FAILS.replace('"fails"', '"error"') + ok)
-    with pytest.raises(reg.RegistryError, match="verdict must be one of fails, drift"):
+    with pytest.raises(reg.EntryError, match="verdict must be one of fails, drift"):
         load_expectations(tmp_path / "e.toml", registry)
 
 
@@ -266,7 +266,7 @@ def test_a_correction_is_shared_by_the_entries_of_one_claim_and_only_for_fails_o
 ])
 def test_a_known_failure_names_its_figure(registry, tmp_path, entry, message):
     (tmp_path / "e.toml").write_text(_FAILS.replace('measurement = "ratio"\n', entry))
-    with pytest.raises(reg.RegistryError, match=message):
+    with pytest.raises(reg.EntryError, match=message):
         load_expectations(tmp_path / "e.toml", registry)
 
 
@@ -337,11 +337,12 @@ print("ok")
 
 
 def test_every_control_names_registry_claims_and_says_what_it_perturbs(registry):
-    """Negative controls (support/harness/controls.py): importing every claim module
+    """Negative controls (support/rules/controls.py): importing every claim module
     registers them (two of one name refuse to load); each names claims of the registry and
     a perturbation in words, and a claim the registry excuses from controls says why."""
-    from support.harness import controls
-    found = controls.discover()
+    from support.harness.claim_modules import discover
+    from support.rules import controls
+    found = discover()
     assert found, "no negative control found under claims/"
     for c in found.values():
         assert set(c.claims) <= set(registry), f"{c.name}: unknown claims {c.claims}"
@@ -356,12 +357,13 @@ def test_every_testable_claim_has_a_control_or_says_why_not(registry):
     """Issue "every claim proves it can fail": a claim the suite tests (kinds a to g) names
     a negative control, or its registry entry says why none is possible (``control_reason``),
     or it is a known fails or drift in every variant with the installed versions (nothing
-    to turn red here). The rule is support/harness/contributor.py's, which check-claim applies
+    to turn red here). The rule is support/rules/control_summary.py's, which check-claim applies
     to one claim from the sources; here the controls are the ones importing the modules
     registers."""
-    from support.harness import controls
-    from support.harness.contributor import negative_gaps
-    found = list(controls.discover().values())
+    from support.harness.claim_modules import discover
+    from support.rules import controls
+    from support.rules.control_summary import negative_gaps
+    found = list(discover().values())
     exps = load_expectations(registry=registry)
     missing = [f"{cid}: {gap}" for cid, c in registry.items()
                for gap in negative_gaps(c, found, exps)]
@@ -377,10 +379,11 @@ def test_no_control_patches_the_suites_own_code():
     """A control changes the library (torch, JAX, optax, scikit-learn), the data or the
     environment, never this repository's code (claims/README.md): every control is run
     against a recording stand-in of its MonkeyPatch, and none may set or delete a module,
-    function or class of support/ or claims/ (support.harness.controls.suite_patches), but
+    function or class of support/ or claims/ (support.rules.controls.suite_patches), but
     those PATCHES_THE_SUITE lists with the issue that removes them."""
-    from support.harness import controls
-    patching = {name: p for name, c in controls.discover().items()
+    from support.harness.claim_modules import discover
+    from support.rules import controls
+    patching = {name: p for name, c in discover().items()
                 if (p := controls.suite_patches(c))}
     unknown = {name: p for name, p in patching.items() if name not in PATCHES_THE_SUITE}
     assert not unknown, "controls that patch this repository's code: " + "; ".join(
@@ -398,7 +401,8 @@ def test_the_suite_patch_lint_sees_a_patch_of_the_suite():
 
     import torch
 
-    from support.harness import controls
+    from support.harness.claim_modules import discover
+    from support.rules import controls
     from support.lab import experiments, nested, stories
     from support.lab.perturb import read_scaled, with_defaults
 
@@ -467,7 +471,7 @@ def test_the_threshold_lint_sees_a_restated_bound(tmp_path):
     _section(tmp_path, HEADER + _ONE + 'meaning = "holds when the ratio is in [2.5, 3.5]; '
              'drift above 4"\nfigures = [{ name = "r", stated = 3, tol = "printed", '
              'bound = "< 4" }]\n')
-    found = restated_thresholds(reg.load_registry(tmp_path)["AB-01"])
+    found = restated_thresholds(reg.load_entries(tmp_path)["AB-01"])
     assert len(found) == 2 and "[2.5, 3.5]" in found[0] and "above 4" in found[1]
 
 
@@ -655,9 +659,10 @@ def test_every_known_fails_or_drift_has_a_positive_control(registry):
     known to fail or drift here has a positive control (expect="holds": a perturbation under
     which its sentence is true), or its entry says why none can exist (``positive_reason``).
     Entries keyed to other versions than the installed ones do not apply here."""
-    from support.harness import controls
-    from support.harness.contributor import positive_gaps
-    found = list(controls.discover().values())
+    from support.harness.claim_modules import discover
+    from support.rules import controls
+    from support.rules.control_summary import positive_gaps
+    found = list(discover().values())
     exps = load_expectations(registry=registry)
     missing = [f"{cid}: {gap}" for cid, c in registry.items()
                for gap in positive_gaps(c, found, exps)]

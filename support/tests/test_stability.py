@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from support.harness import stability
+from support.commands import suite_runs
 
 
 def _alive(pid: int) -> bool:
@@ -27,7 +27,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_load_spins_for_the_run_and_is_gone_after_it():
-    with stability.Load(2) as load:
+    with suite_runs.Load(2) as load:
         pids = [p.pid for p in load.procs]
         time.sleep(0.5)
         assert all(p.poll() is None for p in load.procs)
@@ -41,8 +41,8 @@ def test_the_load_spins_for_the_run_and_is_gone_after_it():
 
 def test_a_spinner_stops_by_itself_when_the_command_that_started_it_dies():
     # the command is killed outright (no cleanup runs): its spinner notices and exits
-    code = ("import sys, time; from support.harness import stability\n"
-            "load = stability.Load(1).__enter__()\n"
+    code = ("import sys, time; from support.commands import suite_runs\n"
+            "load = suite_runs.Load(1).__enter__()\n"
             "print(load.procs[0].pid, flush=True)\n"
             "time.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -57,7 +57,7 @@ def test_a_spinner_stops_by_itself_when_the_command_that_started_it_dies():
 
 
 def test_a_spinner_stops_at_its_deadline():
-    p = subprocess.Popen([sys.executable, "-c", stability.SPINNER, str(os.getpid()), "0.3"])
+    p = subprocess.Popen([sys.executable, "-c", suite_runs.SPINNER, str(os.getpid()), "0.3"])
     assert p.wait(timeout=10) == 0
 
 
@@ -69,7 +69,7 @@ def test_a_spinner_stops_at_its_deadline():
     ({"partial": [1], "inconclusive": [2]}, False),
 ])
 def test_only_decided_versus_inconclusive_is_put_down_to_the_load(seen, load):
-    assert stability.with_the_load(seen) is load
+    assert suite_runs.with_the_load(seen) is load
 
 
 def test_a_change_is_listed_with_the_figures_and_intervals_it_was_read_from():
@@ -78,7 +78,7 @@ def test_a_change_is_listed_with_the_figures_and_intervals_it_was_read_from():
             "(forward+backward)/forward": {"value": 3.31, "interval": [2.52, 4.33],
                                            "outcome": "undecided"},
             "forward min": {"value": 0.002}}}]}]}
-    assert stability._figures_of(report, "AD-01[jax]") == \
+    assert suite_runs.deciding_figures(report, "AD-01[jax]") == \
         "(forward+backward)/forward = 3.31 [2.52, 4.33] (undecided)"
 
 
@@ -91,9 +91,26 @@ def test_cached_runs_keep_the_result_cache_and_fresh_runs_do_not(cached, monkeyp
         seen.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "1 passed\n", "")
 
-    monkeypatch.setattr(stability.subprocess, "run", fake_run)
+    monkeypatch.setattr(suite_runs.subprocess, "run", fake_run)
     args = argparse.Namespace(out=tmp_path, workers="2", cached=cached, order="none",
                               profile="dev", load=0)
-    got = stability.run_once(1, None, args, [])
+    got = suite_runs.run_once(1, None, args, [])
     assert ("--fresh" in seen[0]) is not cached
     assert got["green"]
+
+
+def test_stability_reports_a_verdict_that_changed_and_nothing_that_did_not():
+    runs = [{"run": 1, "verdicts": {"AD-03": "holds", "TAPE-12": "holds"}},
+            {"run": 2, "verdicts": {"AD-03": "holds", "TAPE-12": "inconclusive"}},
+            {"run": 3, "verdicts": {"AD-03": "holds"}}]
+    assert suite_runs.changed(runs) == {
+        "TAPE-12": {"holds": [1], "inconclusive": [2], "absent": [3]}}
+
+
+def test_stability_reads_claim_and_variant_verdicts_from_a_report():
+    report = {"claims": [
+        {"id": "AD-03", "verdict": "holds", "variants": [
+            {"variant": "torch", "verdict": "holds"}, {"variant": "jax", "verdict": "holds"}]},
+        {"id": "GPU-01", "verdict": "not-run", "variants": []}]}
+    assert suite_runs.verdicts_of(report) == {"AD-03": "holds", "AD-03[torch]": "holds",
+                                            "AD-03[jax]": "holds"}

@@ -1,9 +1,11 @@
-"""support.machine.timing: intervals, settling and interleaving, on synthetic trials."""
+"""The timing method (support.machine.timing, estimates; support.harness.timed): intervals,
+settling and interleaving, on synthetic trials."""
 import numpy as np
 import pytest
 
-from support.rules import registry as reg
-from support.machine import timing
+from support.rules import entries as reg
+from support.harness import timed
+from support.machine import estimates, timing
 from support.harness.recorder import ClaimRecorder
 from support.rules.tolerances import Bound
 
@@ -34,7 +36,7 @@ def cmp(a, b):
 
 def recorder(**figure):
     c = reg.Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
-                  stated="", kind="d", tier="slow")
+                  notes_words="", kind="d", tier="slow")
     c.figures = {"a/b": [reg.Figure("XX-01", "a/b", figure.get("stated"), figure.get("tol"),
                                     tuple(figure.get("bounds", ())),
                                     timed=figure.get("timed", True))]}
@@ -74,7 +76,7 @@ def test_a_ratio_of_ratios_combines_the_replicates():
 ])
 def test_check_ratio_records_the_outcome_of_the_interval(a, outcome):
     rec = recorder(bounds=[Bound.parse("> 1.2")])
-    timing.check_ratio(rec, "a/b", cmp(a, [1.0] * 10), "a", "b", budget_s=0)
+    timed.check_ratio(rec, "a/b", cmp(a, [1.0] * 10), "a", "b", budget_s=0)
     assert rec.measurements["a/b"]["outcome"] == outcome
 
 
@@ -89,7 +91,7 @@ def test_settle_adds_rounds_while_the_interval_straddles_the_bound(monkeypatch):
     assert not rec.decided("a/b", first.value, first.interval)
     # every further round is quiet: a takes 2.0
     monkeypatch.setattr(timing, "time_call", lambda fn, sync: {"a": 2.0, "b": 1.0}[fn])
-    est = timing.check_ratio(rec, "a/b", c, "a", "b", budget_s=5.0)
+    est = timed.check_ratio(rec, "a/b", c, "a", "b", budget_s=5.0)
     assert c.rounds > 5 and est.value == 2.0
     assert rec.measurements["a/b"]["outcome"] == "within"
     assert rec.measurements["a/b"]["interval"] == list(est.interval)
@@ -105,7 +107,7 @@ def test_settle_stops_when_the_budget_is_spent(monkeypatch):
                            "b": timing.Side("b", [1.1] * 5)}, 5,
                           fns={"a": "a", "b": "b"},
                           syncs={"a": timing.no_sync, "b": timing.no_sync})
-    timing.check_ratio(rec, "a/b", c, "a", "b", budget_s=0.2)
+    timed.check_ratio(rec, "a/b", c, "a", "b", budget_s=0.2)
     assert c.rounds > 5
     # undecided when the budget ran out: the claim is inconclusive, neither holds nor fails
     assert rec.measurements["a/b"]["outcome"] == "undecided"
@@ -189,7 +191,7 @@ def test_a_busy_figure_is_widened_by_its_own_measured_sensitivity(tmp_path, monk
                                              {"load": 1.5, "down": 0.8, "up": 1.5}])
     busy = busy_cmp([2.0] * 10, [1.0] * 10, [1.0] * 10, [1.0] * 10)
     rec = recorder(bounds=[Bound.parse("> 1.5")])
-    timing.check_ratio(rec, "a/b", busy, "a", "b", budget_s=0)
+    timed.check_ratio(rec, "a/b", busy, "a", "b", budget_s=0)
     m = rec.measurements["a/b"]
     # [2, 2] widened to [2 / 1.2, 2 / 0.9]: still past 1.5, decided
     assert m["interval"] == pytest.approx([2 / 1.2, 2 / 0.9])
@@ -199,13 +201,13 @@ def test_a_busy_figure_is_widened_by_its_own_measured_sensitivity(tmp_path, monk
     # past the measured loads the factors keep growing, never to [0, inf]
     heavy = busy_cmp([2.0] * 10, [1.0] * 10, [3.0] * 10, [3.0] * 10)
     rec = recorder(bounds=[Bound.parse("> 1.5")])
-    timing.check_ratio(rec, "a/b", heavy, "a", "b", budget_s=0)
+    timed.check_ratio(rec, "a/b", heavy, "a", "b", budget_s=0)
     lo, hi = rec.measurements["a/b"]["interval"]
     assert 0 < lo < 2 / 1.5 and 2 / 0.8 < hi < float("inf")
     assert rec.measurements["a/b"]["outcome"] == "undecided"      # inconclusive, never fails
     # idle, nothing changes: the same trials from quiet rounds are not widened
     rec = recorder(bounds=[Bound.parse("> 1.5")])
-    timing.check_ratio(rec, "a/b", cmp([2.0] * 10, [1.0] * 10), "a", "b", budget_s=0)
+    timed.check_ratio(rec, "a/b", cmp([2.0] * 10, [1.0] * 10), "a", "b", budget_s=0)
     assert rec.measurements["a/b"]["interval"] == [2.0, 2.0]
     assert "widened" not in rec.measurements["a/b"]["load"]
 
@@ -236,13 +238,13 @@ def test_every_timing_figure_has_its_measured_load_sensitivity():
     """Each timed figure of a claim the default run decides on the CPU has its entry in
     support/resources/load_sensitivity.json, at each load the file measured: a busy
     machine widens it by what load did to it, not by another figure's worst case."""
-    from support.harness.load_sensitivity import timing_claims
+    from support.commands.load_sensitivity import timing_claims
     from support.machine import sensitivity
-    from support.rules.registry import load_registry
+    from support.rules.entries import load_entries
     table = sensitivity.table(sensitivity.FILE)
     figures = table.get("figures", {})
     assert table.get("measured", {}).get("cores"), "the file says on what machine it was measured"
-    registry = load_registry()
+    registry = load_entries()
     claims = timing_claims(registry)
     assert {"AD-01", "JIT-18", "DATA-03", "TAPE-12"} <= set(claims)
     missing = []
@@ -324,6 +326,7 @@ def test_a_slow_machine_gets_a_longer_budget_up_to_the_cap(monkeypatch):
     # one extension's rounds, and a loaded machine stretched them past the margin)
     clock = [0.0]
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(timed, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
 
     def slow_trial(fn, sync):          # 2 ms per trial, undecided figures
         clock[0] += 0.002
@@ -335,9 +338,9 @@ def test_a_slow_machine_gets_a_longer_budget_up_to_the_cap(monkeypatch):
                                "b": timing.Side("b", [1.1] * 2)}, 2, fns={"a": "a", "b": "b"},
                               syncs={"a": timing.no_sync, "b": timing.no_sync})
         t0 = clock[0]
-        timing.check_ratio(recorder(bounds=[Bound.parse("< 0.95")]), "a/b", c, "a", "b",
+        timed.check_ratio(recorder(bounds=[Bound.parse("< 0.95")]), "a/b", c, "a", "b",
                            budget_s=0.1)
-        assert c.rounds < timing.MAX_ROUNDS
+        assert c.rounds < timed.MAX_ROUNDS
         return clock[0] - t0
 
     monkeypatch.setattr(timing, "time_call", slow_trial)
@@ -350,7 +353,7 @@ def test_rounds_that_disagree_leave_the_ratio_undecided_whatever_the_minima_say(
     # are the undisturbed 1.0 in every resample, so the minima's bootstrap alone is [1, 1];
     # the rounds' own ratios say 0.83 or 1.2, and the interval spans them
     a, b = [1.0, 1.2] * 15, [1.2, 1.0] * 15
-    lo, hi = timing.median_interval(np.array(a) / np.array(b))
+    lo, hi = estimates.median_interval(np.array(a) / np.array(b))
     assert lo == pytest.approx(1 / 1.2) and hi == pytest.approx(1.2)
     est = cmp(a, b).ratio("a", "b")
     assert est.value == 1.0
@@ -439,10 +442,10 @@ def test_the_median_of_paired_rounds_sees_a_small_gain_that_lucky_minima_hide():
 def test_the_note_names_the_interval_a_statistic_has():
     c = cmp([1.5] * 10, [1.0] * 10)
     rec = recorder(bounds=[Bound.parse("> 1.2")])
-    timing.settle(rec, "a/b", lambda: c.ratio("a", "b"), [c], budget_s=0)
+    timed.settle(rec, "a/b", lambda: c.ratio("a", "b"), [c], budget_s=0)
     assert "95% bootstrap interval [1.5, 1.5]" in rec.measurements["a/b"]["note"]
     rec = recorder(bounds=[Bound.parse("> 1.2")])
-    timing.settle(rec, "a/b", lambda: c.median_ratio("a", "b"), [c], budget_s=0)
+    timed.settle(rec, "a/b", lambda: c.median_ratio("a", "b"), [c], budget_s=0)
     note = rec.measurements["a/b"]["note"]
     assert "interval of the median (order statistics)" in note and "bootstrap" not in note
 
@@ -473,7 +476,7 @@ def _settle_on_the_bound(rng, statistic: str, clock: list, looks: int = 12,
     c.extend = extend
     rec = recorder(bounds=[Bound.parse("> 1")])
     est = c.median_ratio if statistic == "median" else c.ratio
-    timing.settle(rec, "a/b", lambda: est("a", "b"), [c], budget_s=looks)
+    timed.settle(rec, "a/b", lambda: est("a", "b"), [c], budget_s=looks)
     return rec.measurements["a/b"]["outcome"]
 
 
@@ -481,8 +484,8 @@ def _simulated(monkeypatch, statistic, runs, **kw) -> float:
     import numpy as np
     clock = [0.0]
     monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(timing, "slowness", lambda: 1.0)
-    monkeypatch.setattr(timing, "RESAMPLES", 300)
+    monkeypatch.setattr(timed, "slowness", lambda: 1.0)
+    monkeypatch.setattr(estimates, "RESAMPLES", 300)
     rng = np.random.default_rng(20261202)
     outcomes = [_settle_on_the_bound(rng, statistic, clock, **kw) for _ in range(runs)]
     return outcomes.count("within") / runs, {o: outcomes.count(o) for o in set(outcomes)}
@@ -494,7 +497,7 @@ def test_settle_decides_a_ratio_on_its_bound_rarely_however_often_it_looks(
     """Every extension is another look at the figure; a figure that sits on its bound would
     sooner or later step over it if each look were a fresh 95 % interval (the median of
     paired rounds: "holds" in 12 % of such runs with 12 looks). With the later looks' levels
-    (timing.look_level), 1,000 simulated runs decide it holds in at most 5 %."""
+    (estimates.look_level), 1,000 simulated runs decide it holds in at most 5 %."""
     holds, seen = _simulated(monkeypatch, statistic, runs)
     assert holds <= 0.05, (statistic, seen)
 
@@ -518,7 +521,7 @@ def test_load_moving_a_ratio_on_its_bound_as_far_as_measured_rarely_makes_it_hol
 def test_the_median_of_independent_estimates_resamples_each_replicate():
     """JIT-01's "usually": the median of three speedups, each replicate the median of the
     three replicates, so one workload's wide interval cannot decide it alone."""
-    from support.machine.timing import Estimate, median_of
+    from support.machine.estimates import Estimate, median_of
     rng = np.random.default_rng(0)
     ests = [Estimate(n, v, v * rng.uniform(0.9, 1.1, 1000), 30)
             for n, v in (("a", 0.8), ("b", 1.6), ("c", 5.0))]

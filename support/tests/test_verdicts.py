@@ -70,7 +70,7 @@ def test_a_figure_below_1e_15_can_drift_while_its_bound_holds():
 
 
 def test_a_reference_figure_never_drifts_and_its_bounds_still_decide():
-    from support.rules.registry import Figure
+    from support.rules.entries import Figure
     ref = Figure("XX-01", "minutes", stated=5, bounds=(Bound.parse(">= 1"), Bound.parse("< 60")),
                  reference=True)
     # 7.4 minutes against the catalogue's reading of 5: shown, not compared
@@ -86,7 +86,7 @@ def test_a_reference_figure_never_drifts_and_its_bounds_still_decide():
 def test_a_figure_that_is_the_sentence_fails_outside_its_tolerance():
     """fails_outside: "the default num_workers is 0" is false at 2, not a moved number; the
     same count without it (the number of equations in a jaxpr) drifts."""
-    from support.rules.registry import Figure
+    from support.rules.entries import Figure
     fact = Figure("XX-01", "default num_workers", stated=0, tol="exact", fails_outside=True)
     assert fact.judge(0) == ("within", "tolerance")
     assert fact.judge(2) == ("broken", "tolerance")
@@ -250,9 +250,9 @@ def test_halt_judges_the_example_not_the_running_worst():
     """A property that halts on a broken bound must let Hypothesis shrink: after one bad
     example, a good one passes (the report still keeps the worst)."""
     from support.harness.recorder import ClaimRecorder
-    from support.rules.registry import Claim, Figure
+    from support.rules.entries import Claim, Figure
     c = Claim(id="XX-01", document="lecture", section="S", source="L:1", paraphrase="p",
-              stated="", kind="g", tier="fast")
+              notes_words="", kind="g", tier="fast")
     c.figures = {"share": [Figure("XX-01", "share", None, None, (Bound.parse("<= 1"),))]}
     rec = ClaimRecorder(["XX-01"], {"XX-01": c})
     with pytest.raises(AssertionError):

@@ -1,4 +1,4 @@
-"""Measure what load does to each timing figure: ``python -m support load-sensitivity``.
+"""``python -m support load-sensitivity``: measure what load does to each timing figure.
 
     python -m support load-sensitivity --runs 4
 
@@ -7,7 +7,7 @@ sessions,
 idle, with one and with two CPU-bound processes beside them (stability's spinners, at the
 suite's own priority), ``--runs`` times each, the loads in a new order every repetition so
 that a drift of the machine falls on all of them. From each session's report it reads every
-timing figure's value and the load its rounds measured (support.machine.timing.settle records
+timing figure's value and the load its rounds measured (support.harness.timed.settle records
 both), and writes ``support/resources/load_sensitivity.json`` (``--out``): per figure, the
 idle values, and at each load the loads measured and the values, with the factors
 ``down``/``up`` by which the loaded values moved from the idle median, each way
@@ -24,19 +24,18 @@ from __future__ import annotations
 import datetime
 import json
 import random
-import shutil
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from support.paths import REPORTS, ROOT
+from support.commands.suite_runs import NoReport, session_at_load
+from support.machine import environment, sensitivity
+from support.paths import REPORTS
+from support.rules.entries import load_entries
 
 LOADS = (0, 1, 2)
 
 
-def arguments(command: str, p) -> None:
+def arguments(p) -> None:
     p.add_argument("--runs", type=int, default=4, help="sessions at each load (default 4)")
     p.add_argument("--out", type=Path, default=None,
                    help="the file to write (default support/resources/load_sensitivity.json)")
@@ -57,75 +56,8 @@ def timing_claims(registry: dict) -> list[str]:
             and any(f.timed for f in c.all_figures())]
 
 
-def figures_of(report: dict, ids) -> list[dict]:
-    """Every timing figure of ``ids`` in a report: key, value, the load its rounds measured
-    and whether it was decided from busy rounds."""
-    from support.machine.sensitivity import key
-    out = []
-    for c in report.get("claims", []):
-        if c["id"] not in ids:
-            continue
-        for v in c.get("variants", []):
-            for name, fig in v.get("figures", {}).items():
-                load = fig.get("load") if isinstance(fig, dict) else None
-                if not load or not isinstance(fig.get("value"), (int, float)):
-                    continue
-                out.append({"key": key(c["id"], name, v.get("variant", "")),
-                            "value": float(fig["value"]), "load": float(load["cores"]),
-                            "busy": bool(load["busy"])})
-    return out
-
-
-def factors(idle: list[float], loaded: list[tuple[float, float]]) -> dict:
-    """One load's point: the median load measured, and how far the values moved from the
-    idle median each way (never past no change)."""
-    base = statistics.median(idle)
-    values = [v for _, v in loaded]
-    return {"load": round(statistics.median(l for l, _ in loaded), 3),
-            "down": round(min(1.0, min(values) / base), 4),
-            "up": round(max(1.0, max(values) / base), 4)}
-
-
-def summarise(sessions: list[dict]) -> dict:
-    """Per figure, from the sessions' readings (each ``{"k": load, "figures": [...]}``):
-    its idle values, its loaded readings per k, and its points."""
-    per: dict[str, dict] = {}
-    for s in sessions:
-        for f in s["figures"]:
-            e = per.setdefault(f["key"], {"idle": [], "loaded": {}})
-            if not f["busy"]:
-                e["idle"].append(round(f["value"], 6))
-            else:
-                e["loaded"].setdefault(str(s["k"]), []).append([round(f["load"], 3),
-                                                                round(f["value"], 6)])
-    for e in per.values():
-        e["points"] = [dict(factors(e["idle"], pts), beside=int(k))
-                       for k, pts in sorted(e["loaded"].items()) if e["idle"] and pts]
-    return per
-
-
-def _session(ids, k: int, out: Path) -> dict:
-    from support.harness.stability import Load
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider",
-           f"--claims-report={out}"] + [f"--claim={c}" for c in ids]
-    t0 = time.monotonic()
-    with Load(k):
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pytest.log").write_text(proc.stdout + proc.stderr)
-    report = out / "claims.json"
-    if not report.exists():
-        raise SystemExit(f"load-sensitivity: the session at load {k} wrote no report "
-                         f"(exit {proc.returncode}); its log: {out / 'pytest.log'}")
-    return {"k": k, "wall_s": round(time.monotonic() - t0, 1), "exit": proc.returncode,
-            "figures": figures_of(json.loads(report.read_text()), set(ids))}
-
-
-def run(command: str, args) -> int:
-    from support.machine import environment, sensitivity
-    from support.rules.registry import load_registry
-    registry = load_registry()
+def run(args) -> int:
+    registry = load_entries()
     ids = args.claim or timing_claims(registry)
     unknown = [c for c in ids if c not in registry]
     if unknown:
@@ -138,12 +70,15 @@ def run(command: str, args) -> int:
         order = list(LOADS)
         rng.shuffle(order)
         for k in order:
-            s = _session(ids, k, args.keep / f"run-{r + 1}-load-{k}")
+            try:
+                s = session_at_load(ids, k, args.keep / f"run-{r + 1}-load-{k}")
+            except NoReport as exc:
+                raise SystemExit(str(exc)) from None
             sessions.append(s)
             busy = sum(f["busy"] for f in s["figures"])
             print(f"run {r + 1}, {k} busy beside: {s['wall_s']} s, exit {s['exit']}, "
                   f"{len(s['figures'])} figures ({busy} from busy rounds)", flush=True)
-    figures = summarise(sessions)
+    figures = sensitivity.summarise(sessions)
     measured = {
         "date": datetime.date.today().isoformat(),
         "machine": environment.cpu_name(), "cores": environment.cores(),

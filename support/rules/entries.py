@@ -1,4 +1,4 @@
-"""The claim registry: one TOML file per section of the notes, beside its test module.
+"""The claims' entries: one TOML file per section of the notes, beside its test module.
 
 ``claims/lecture/08_pytorch_records_a_tape.toml`` holds the claims of the lecture's section
 "PyTorch records a tape", in the order of its sentences; ``claims/lecture/
@@ -29,7 +29,7 @@ from support.machine.fingerprint import MACHINE
 from support.machine.environment import version
 from support.paths import CLAIMS
 
-REGISTRY_DIR = CLAIMS
+ENTRIES_DIR = CLAIMS
 # a section's file: two digits of its place in the document, then its heading as a slug
 SECTION_FILE = re.compile(r"^(\d{2})_[a-z0-9_]+$")
 
@@ -54,8 +54,8 @@ PACKAGES = ("torch", "jax", "jaxlib", "optax", "numpy", "scikit-learn", "python"
             "keras", "onnx", "onnxruntime", "xlrd", "pandas", "flax")
 # a file's header, written once for all its claims
 HEADER_FIELDS = {"document", "section", "part", "lines"}
-# a claim's entry; ``stated`` (the words the notes print) only where no figure holds them
-FIELDS = {"id", "source", "paraphrase", "stated", "kind", "tier", "version_note", "status",
+# a claim's entry; ``notes_words`` (the words the notes print) only where no figure holds them
+FIELDS = {"id", "source", "paraphrase", "notes_words", "kind", "tier", "version_note", "status",
           "reason", "applies", "meaning", "links", "figures", "requires", "fingerprint",
           "control_reason", "positive_reason", "module", "threads",
           "machine"}
@@ -76,7 +76,7 @@ APPLIES_FIELDS = {"versions"}
 MACHINE_FACTS = tuple(name for name, _ in MACHINE)
 
 
-class RegistryError(ValueError):
+class EntryError(ValueError):
     pass
 
 
@@ -89,7 +89,7 @@ class Claim:
     paraphrase: str
     kind: str
     tier: str
-    stated: str = ""
+    notes_words: str = ""
     part: str = ""
     file: str = ""          # its section's file, relative to the checkout
     version_note: str = ""
@@ -101,7 +101,7 @@ class Claim:
     figures: dict = field(default_factory=dict)     # name -> [Figure, one per variant]
     requires: list = field(default_factory=list)
     fingerprint: str = ""      # of its sentence in the notes (support/notes/locate.py)
-    # why no negative control can make this claim's test fail (support/harness/controls.py)
+    # why no negative control can make this claim's test fail (support/rules/controls.py)
     control_reason: str = ""
     # why no perturbation can make this claim's false sentence true (no positive control)
     positive_reason: str = ""
@@ -134,7 +134,7 @@ class Claim:
             raise KeyError(f"{self.id}: no figure {name!r} applies to variant {variant!r} "
                            f"({where} states it for {[f.variant for f in self.figures[name]]})")
         known = ", ".join(repr(n) for n in self.figures) or "none"
-        raise KeyError(f"{self.id} states no figure named {name!r} in the registry "
+        raise KeyError(f"{self.id} states no figure named {name!r} in its entry "
                        f"({where}; its figures: {known})")
 
     def all_figures(self) -> list["Figure"]:
@@ -326,7 +326,7 @@ def _check_versions(where: str, versions: dict, errors: list) -> None:
             errors.append(f"{where}: bad version specifier {spec!r} for {pkg}")
 
 
-def registry_files(directory: Path = REGISTRY_DIR) -> list[Path]:
+def section_files(directory: Path = ENTRIES_DIR) -> list[Path]:
     """The section files under ``directory`` (a claims folder), in the documents' order."""
     return sorted(p for doc in DOCUMENTS for p in (directory / doc).rglob("*.toml")
                   if SECTION_FILE.match(p.stem))
@@ -350,14 +350,14 @@ def _header(where: str, path: Path, directory: Path, data: dict, errors: list) -
     return head
 
 
-def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
+def load_entries(directory: Path = ENTRIES_DIR) -> dict[str, Claim]:
     """Read and validate every section file under ``directory`` (the claims folder: its
-    ``lecture/`` and ``sheet/``); raise RegistryError."""
+    ``lecture/`` and ``sheet/``); raise EntryError."""
     errors: list[str] = []
     claims: dict[str, Claim] = {}
-    files = registry_files(directory)
+    files = section_files(directory)
     if not files:
-        raise RegistryError(f"no section files (NN_<heading>.toml) under {directory}")
+        raise EntryError(f"no section files (NN_<heading>.toml) under {directory}")
     for path in files:
         rel = path.relative_to(directory.parent)
         try:
@@ -394,9 +394,9 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
                 errors.append(f"{where}: kind h must have status not-testable")
             if status == "not-testable" and not entry.get("reason"):
                 errors.append(f"{where}: not-testable needs a reason")
-            if entry.get("stated") is not None and entry.get("figures"):
-                errors.append(f"{where}: stated = ... is the notes' words for a claim with no "
-                              "figures; with figures, each figure holds what the notes print")
+            if entry.get("notes_words") is not None and entry.get("figures"):
+                errors.append(f"{where}: notes_words = ... is the notes' words for a claim with "
+                              "no figures; with figures, each figure holds what the notes print")
             module = entry.get("module", {})
             if module and (not isinstance(module, dict) or set(module) != MODULE_FIELDS
                            or not str(module.get("why", "")).strip()):
@@ -437,5 +437,5 @@ def load_registry(directory: Path = REGISTRY_DIR) -> dict[str, Claim]:
                 continue
             errors += [f"{where}: meaning {e}" for e in claims[cid].placeholder_errors()]
     if errors:
-        raise RegistryError("claim registry is invalid:\n  " + "\n  ".join(errors))
+        raise EntryError("the claims' entries are invalid:\n  " + "\n  ".join(errors))
     return claims
