@@ -247,3 +247,22 @@ def test_fail_on_release_counts_only_the_changes_a_release_caused(tmp_path):
     assert out.returncode == 1, out.stdout
     assert "JAX-12" in out.stdout and "release: jax 0.10.2 -> 0.11.0, jaxlib 0.10.2 -> 0.11.0" \
         in out.stdout
+
+
+def test_a_changed_claim_says_what_its_entry_knows_moves_it(tmp_path):
+    """An entry's version_note ("JAX-version-sensitive") is what a lecturer reading a change
+    needs beside it: the diff prints it under the claim, from the checkout's entries, so kept
+    runs written before the note get it too; a claim without one prints none."""
+    lines = _cli(JAX010, JAX04).stdout.splitlines()
+
+    def under(change: str) -> list[str]:
+        at = next(i for i, line in enumerate(lines) if line.startswith("  " + change))
+        block = []
+        for line in lines[at + 1:]:
+            if not line.startswith(" " * 34):       # the next change, or the end
+                return block
+            block.append(line)
+        return block
+    assert any("known to move: JAX-version-sensitive" in x for x in under("JIT-10    figure"))
+    assert not any("known to move" in x for x in under("AMP-01    expectation"))
+    assert diff.version_notes(tmp_path) == {}          # no entries there: nothing to say
