@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keep": ("support.commands.keep", "copy a run into claims/history/"),
     "notes": ("support.commands.notes", "the notes annotated with a run's verdicts, and the errata"),
     "locate": ("support.commands.locate", "where each claim's sentence is in a copy of the notes"),
-    "pin": ("support.commands.pin", "fingerprint each claim's sentence into the registry"),
+    "pin": ("support.commands.pin", "fingerprint each claim's sentence into its entry"),
     "figures": ("support.commands.figures", "redraw the notes' figures from runs' measured values"),
     "fetch-data": ("support.commands.fetch_data", "download the UCI concrete data into the cache, verified"),
     "check-data": ("support.commands.check_data", "verify a concrete data file (or the cache)"),

@@ -398,7 +398,7 @@ def test_best_central_difference_is_four_orders_worse_than_autodiff(claim, net):
     claim.record("steps", steps.tolist())
     claim.record("errors", errs.tolist())
     # the printed figures (drift), and the catalogue's failure: a best error below 1e-14 or
-    # above 1e-9 (the registry's bounds)
+    # above 1e-9 (the entry's bounds)
     claim.check('best_error', float(errs[i]))
     claim.check('best_h', float(steps[i]))
     # the minimum is round-off: the same differences of torch's and JAX's float64 loss, which

@@ -11,7 +11,7 @@ Every timing figure is a ratio of minima, ``min(eager) / min(jit)`` in the table
 :mod:`support.machine.timing` (warm-up incl. compilation outside the clock,
 ``block_until_ready`` inside it, sides interleaved), with its bootstrap interval. The notes'
 magnitudes came from a shared laptop and "trust the ordering rather than the magnitudes", so
-the registry states 0.8x / 1.2x / 2.8x and bounds the ordering and the direction; an interval
+the entries state 0.8x / 1.2x / 2.8x and bounds the ordering and the direction; an interval
 that straddles a bound or an edge leaves the claim inconclusive
 (:func:`support.harness.timed.settle`). Each ratio's tolerance is its entry's (the
 table's elementwise chain and loop allocate a 16 MB buffer per eager op, and their times

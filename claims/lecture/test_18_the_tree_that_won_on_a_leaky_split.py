@@ -275,7 +275,7 @@ def test_scaler_fitted_on_all_rows_makes_no_measurable_difference(concrete, clai
     claim.check('SE', se, unit='MPa')
     claim.record("honest per run", np.round(honest, 3).tolist(), unit="MPa")
     claim.record("leaky per run", np.round(leaky, 3).tolist(), unit="MPa")
-    # "no measurable effect": the difference lies within 2 SE of zero (the registry's bound)
+    # "no measurable effect": the difference lies within 2 SE of zero (the entry's bound)
     claim.check("difference / SE", mean / se,
                 note="mean paired difference over its standard error (std ddof 1 / sqrt 15)")
     claim.check("paired runs that differ", int(np.count_nonzero(diff)))

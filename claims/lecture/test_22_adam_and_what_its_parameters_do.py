@@ -996,6 +996,6 @@ def test_porting_adamw_with_default_arguments_changes_the_decay_100x_silently(cl
     claim.record("warnings_emitted", [str(w.message) for w in caught])
     claim.check('n_warnings', len(caught))
     # "changes the regularisation 100x": the bound (the change is large) and the figure
-    # (100, to the unit the notes print) are the registry's, so that a ratio of 80 drifts
+    # (100, to the unit the notes print) are the entry's, so that a ratio of 80 drifts
     # instead of failing an assertion written here
     assert not caught

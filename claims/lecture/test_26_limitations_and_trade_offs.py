@@ -322,7 +322,7 @@ def test_tree_predictions_do_not_depend_on_feature_scaling(concrete, claim, refe
                      f"{int(np.sum(on_edge))} of {len(on_edge)} validation rows have a feature "
                      "exactly on a split threshold of the unscaled tree"))
     claim.record("largest change of a prediction", float(np.max(np.abs(scaled - pred))), reduce="max", unit="MPa")
-    # the qualitative claim: no systematic change of the score (the registry's bound)
+    # the qualitative claim: no systematic change of the score (the entry's bound)
     claim.check("change of the validation RMSE", change, reduce="max", unit="MPa")
     if rescale == "exact":
         # a positive rescaling that changes nothing else gives the same splits, to the bit

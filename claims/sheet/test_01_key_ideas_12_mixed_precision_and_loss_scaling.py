@@ -177,7 +177,7 @@ def test_scaling_the_loss_by_a_power_of_two_scales_every_gradient_exactly(claim,
     g, gs = _grads(seed, 1.0), _grads(seed, s)
     mismatches = sum(int((b != s * a).sum()) for a, b in zip(g, gs))
     unscaled_equal = all(torch.equal(b / s, a) for a, b in zip(g, gs))
-    # a power of two is exact in binary: not one element may differ (the registry's bound 0)
+    # a power of two is exact in binary: not one element may differ (the entry's bound 0)
     claim.check("elements_where_grad_SL_differs_from_S_grad_L", mismatches, reduce="max",
                 note=f"S = 2^{k}", halt=True)
     # unscaled, the gradients are bitwise those of the unscaled loss: any optimizer step

@@ -68,7 +68,7 @@ def pytest_configure(config):
     # must also be known when the run has no xdist (-n 0 or -p no:xdist, --strict-markers)
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with its group")
     for tier in reg.TIERS:
-        config.addinivalue_line("markers", f"{tier}: tier {tier} (set from the registry)")
+        config.addinivalue_line("markers", f"{tier}: tier {tier} (set from the claims' entries)")
     missing = [p for p in config.getoption("--notes") if not Path(p).is_file()]
     if missing:
         raise pytest.UsageError(f"--notes: no such file: {', '.join(missing)}")
@@ -123,7 +123,7 @@ def pytest_collection_modifyitems(session, config, items):
             keep.append(item)
     if unknown:
         lines = [f"{cid}: {', '.join(nodes)}" for cid, nodes in sorted(unknown.items())]
-        raise pytest.UsageError("claim marker(s) name IDs missing from the registry:\n  "
+        raise pytest.UsageError("claim marker(s) name IDs that no claim entry has:\n  "
                                 + "\n  ".join(lines))
     state.collected = collected
     if hasattr(config, "workeroutput"):

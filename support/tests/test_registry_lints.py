@@ -40,7 +40,7 @@ def test_registry_has_one_entry_per_catalogue_id(registry):
                     "nothing to compare the section files with")
     assert len(ids) == 313
     missing = ids - set(registry)
-    assert not missing, f"catalogue IDs missing from the registry: {sorted(missing)}"
+    assert not missing, f"catalogue IDs no claim entry has: {sorted(missing)}"
     extra = {i for i in set(registry) - ids if SUITE_ADDED not in registry[i].source}
     assert not extra, f"registry IDs not in the catalogue (mark them suite-added): {sorted(extra)}"
 
