@@ -112,7 +112,8 @@ class Context:
         self.revisions = (revisions.at(old.env.get("suite_commit")),
                           revisions.at(new.env.get("suite_commit")))
         self._changes: dict[str, revisions.Changes] = {}
-        self.declared = _declared()
+        self.entries = todays_entries()
+        self.declared = {cid: list(e.machine) for cid, e in self.entries.items() if e.machine}
         # a commit git does not have cannot be compared; one that ran with uncommitted
         # changes (not this checkout's own) is compared as committed, and said so
         self.unreadable = "; ".join(f"{which}: {r.problem}" for which, r in
@@ -130,13 +131,14 @@ class Context:
         return self._changes[cid]
 
 
-def _declared() -> dict[str, list[str]]:
-    """{claim id: the machine facts its entry says its figures follow}, from this checkout's
-    registry (a report written before reports carried them, or by a run that predates the
-    entry's ``machine``, is read with today's knowledge)."""
-    from support.rules.entries import EntryError, load_entries
+def todays_entries(directory=None) -> dict:
+    """{claim id: its entry} from this checkout's claims, read once per comparison: the
+    machine facts an entry says its figures follow and what it knows moves it between
+    releases (``version_note``) apply to runs written before either was recorded. Empty
+    where the entries cannot be read (a diff outside a checkout)."""
+    from support.rules.entries import ENTRIES_DIR, EntryError, load_entries
     try:
-        return {cid: list(c.machine) for cid, c in load_entries().items() if c.machine}
+        return load_entries(directory or ENTRIES_DIR)
     except (EntryError, OSError):
         return {}
 

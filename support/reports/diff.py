@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from support.reports import causes, matrix, page, runs
-from support.rules import entries, tolerances
+from support.rules import tolerances
 
 # verdicts that say the claim was measured here; the verdict machinery may add more
 MEASURED = tuple(dict.fromkeys(runs.EXECUTED + ("partial", "inconclusive")))
@@ -39,17 +39,6 @@ COUNTED = ("verdict changed", "expectation changed", "became partial", "no longe
 
 class DiffError(ValueError):
     """An input is missing or not a claims report."""
-
-
-def version_notes(directory: Path = entries.ENTRIES_DIR) -> dict[str, str]:
-    """Claim ID -> what its entry says moves it between releases (``version_note``), read
-    from this checkout's entries, so that a kept run written before a note was added still
-    gets it; none where the entries cannot be read (a diff outside a checkout)."""
-    try:
-        claims = entries.load_entries(directory)
-    except (entries.EntryError, OSError):
-        return {}
-    return {cid: c.version_note for cid, c in claims.items() if c.version_note}
 
 
 # --------------------------------------------------------------------------- inputs
@@ -196,9 +185,9 @@ def compare(old: runs.Run, new: runs.Run, count_timing: bool = False) -> dict:
     rows.sort(key=lambda r: (r["id"], COUNTED.index(r["what"])))
     counted, timing = [], []
     ctx = causes.Context(old, new)
-    watch = version_notes() if rows else {}
     for r in rows:
-        r["watch"] = watch.get(r["id"], "")
+        entry = ctx.entries.get(r["id"])
+        r["watch"] = entry.version_note if entry else ""
         moved = [x["figure"] for x in rows if x["id"] == r["id"] and "figure" in x]
         r["timing"] = _timing(a.claims.get(r["id"]), b.claims.get(r["id"]), moved)
         r["cause"] = causes.attribute(r, ctx)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.reports import diff, keep
+from support.reports import causes, diff, keep
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "claims" / "history"
@@ -265,4 +265,4 @@ def test_a_changed_claim_says_what_its_entry_knows_moves_it(tmp_path):
         return block
     assert any("known to move: JAX-version-sensitive" in x for x in under("JIT-10    figure"))
     assert not any("known to move" in x for x in under("AMP-01    expectation"))
-    assert diff.version_notes(tmp_path) == {}          # no entries there: nothing to say
+    assert causes.todays_entries(tmp_path) == {}       # no entries there: nothing to say
