@@ -213,21 +213,9 @@ def _docstring(fn):
     return None
 
 
-def _setup_numbers(root: Path) -> dict[str, set]:
-    """Claim ID -> the numeric literals of the tests that check it (their setup: an lr, a
-    batch, a step count), which its meaning may name."""
-    out: dict[str, set] = {}
-    for path in sorted((root / "claims").glob("*/test_*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        constants = _module_constants(tree)
-        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
-            for cid in _claim_ids(fn):
-                out.setdefault(cid, set()).update(_own_numbers(fn, constants, functions))
-    return out
-
-
-def _python_prose(path: Path, root: Path, entries: dict) -> list[Finding]:
+def _python_prose(path: Path, root: Path, entries: dict, setup: dict) -> list[Finding]:
+    """The findings in a claim module's prose; ``setup`` gains, per claim, the literals of
+    the tests that check it (an lr, a batch, a step count), which its meaning may name."""
     source = path.read_text(encoding="utf-8")
     lines, tree = source.splitlines(), ast.parse(source)
     constants = _module_constants(tree)
@@ -248,6 +236,8 @@ def _python_prose(path: Path, root: Path, entries: dict) -> list[Finding]:
         if not controls and not tested:
             continue
         own = _own_numbers(fn, constants, functions)
+        for cid in tested:
+            setup.setdefault(cid, set()).update(own)
         doc = _docstring(fn)
         for dec in controls:
             claims = tuple(a.value for a in dec.args if isinstance(a, ast.Constant))
@@ -285,23 +275,28 @@ def _table_starts(lines: list[str], header: str) -> list[int]:
     return [i + 1 for i, line in enumerate(lines) if line.strip() == header]
 
 
-def _entries(root: Path) -> tuple[dict, list[Finding]]:
-    """(claim ID -> the numbers its entry holds, the findings in its ``meaning``, which may
-    also name its tests' setup)."""
-    numbers, found, setup = {}, [], _setup_numbers(root)
+def _entries(root: Path) -> list[tuple[Path, list[str], dict, int]]:
+    """(section file, its lines, the entry, the line its table starts on) for every claim."""
+    out = []
     for path in sorted((root / "claims").glob("*/*.toml")):
         text = path.read_text(encoding="utf-8")
         lines, data = text.splitlines(), tomllib.loads(text)
-        for entry, start in zip(data.get("claim", []), _table_starts(lines, "[[claim]]")):
-            numbers[entry["id"]] = _entry_numbers(entry)
-            meaning = re.sub(r"\{(bound|stated|band|reach):[^{}]+\}", "",
-                             entry.get("meaning", ""))
-            first, last = _field_lines(lines, start, "meaning")
-            found += [Finding(str(path.relative_to(root)), _line_of(lines, first, last, n),
-                              "meaning", (entry["id"],), n, c)
-                      for n, c in measured_in(meaning, numbers[entry["id"]]
-                                              | setup.get(entry["id"], set()))]
-    return numbers, found
+        out += [(path, lines, entry, start) for entry, start in
+                zip(data.get("claim", []), _table_starts(lines, "[[claim]]"))]
+    return out
+
+
+def _meanings(root: Path, entries: list, numbers: dict, setup: dict) -> list[Finding]:
+    """The findings in each entry's ``meaning``, which may also name its tests' setup."""
+    found = []
+    for path, lines, entry, start in entries:
+        meaning = re.sub(r"\{(bound|stated|band|reach):[^{}]+\}", "", entry.get("meaning", ""))
+        first, last = _field_lines(lines, start, "meaning")
+        found += [Finding(str(path.relative_to(root)), _line_of(lines, first, last, n),
+                          "meaning", (entry["id"],), n, c)
+                  for n, c in measured_in(meaning, numbers[entry["id"]]
+                                          | setup.get(entry["id"], set()))]
+    return found
 
 
 def _expectations(root: Path, entries: dict) -> list[Finding]:
@@ -330,10 +325,12 @@ def measured_in_prose(root: Path = ROOT) -> list[Finding]:
     perturbation's own size); in a test's docstring and notes, and in its claim's meaning, a
     literal of the test's code (its setup); a version beside its package; a protocol's
     section; a dtype's name; code quoted in backticks."""
-    entries, found = _entries(root)
+    entries = _entries(root)
+    numbers = {entry["id"]: _entry_numbers(entry) for _, _, entry, _ in entries}
+    found, setup = [], {}
     for path in sorted((root / "claims").glob("*/test_*.py")):
-        found += _python_prose(path, root, entries)
-    return found + _expectations(root, entries)
+        found += _python_prose(path, root, numbers, setup)
+    return _meanings(root, entries, numbers, setup) + found + _expectations(root, numbers)
 
 
 def _summary(found: list[Finding]) -> str:
